@@ -1,0 +1,330 @@
+"""Start-up configuration: every `MCP_*` variable, parsed and validated once.
+
+Rules:
+
+1. Every setting comes from the environment and is validated before the server reads a
+   byte. An invalid value stops the server; nothing is silently replaced by a default.
+2. A `ConfigError` names the variable, what it accepts and (except for secrets) the value
+   that was refused, in one line an operator can act on.
+3. The DSN is a secret: it is held as a `SecretStr`, never printed, never in a repr, never in
+   an error message. It can come from `MCP_SQL_DSN` or from the file `MCP_SQL_DSN_FILE` names
+   (the form that systemd credentials and container secrets use), never from both.
+"""
+
+import logging
+import math
+import os
+import re
+import stat
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, TypeVar
+
+from pydantic import SecretStr
+
+__all__ = ["ENV_PREFIX", "KNOWN_VARIABLES", "ConfigError", "Settings", "unknown_variables"]
+
+ENV_PREFIX: Final = "MCP_"
+
+# A DSN file holds one line; 64 KiB is far beyond any real connection string and stops a
+# misconfigured path (a device, a log file) from being read without bound.
+MAX_DSN_FILE_BYTES: Final = 64 * 1024
+
+# PostgreSQL truncates application_name to NAMEDATALEN - 1 = 63 bytes.
+MAX_APPLICATION_NAME: Final = 63
+
+# PostgreSQL identifiers are at most 63 bytes; schema and function names are checked against
+# this shape so they can be quoted into `search_path` without escaping.
+_PG_IDENTIFIER: Final = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
+_PG_QUALIFIED_NAME: Final = re.compile(r"(?:[a-z_][a-z0-9_$]{0,62}\.)?[a-z_][a-z0-9_$]{0,62}")
+
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off"})
+_LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration variable holds a value the server will not start with.
+
+    Args:
+        variable: The environment variable's name.
+        accepts: What the variable accepts, as a phrase.
+        shown: The refused value as it may be shown, or None for secrets.
+    """
+
+    def __init__(self, variable: str, accepts: str, shown: str | None = None) -> None:
+        value = "" if shown is None else f"={shown!r}"
+        super().__init__(f"{variable}{value}: expected {accepts}")
+        self.variable = variable
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The validated configuration. Field defaults are the documented defaults."""
+
+    sql_dsn: SecretStr | None = None
+    sql_connect_timeout: float = 5.0
+    sql_query_timeout: float = 10.0
+    sql_pool_max_size: int = 4
+    sql_application_name: str = "mcp-server-suite"
+    sql_schemas: tuple[str, ...] = ("public",)
+    sql_allowed_functions: frozenset[str] = field(default_factory=frozenset)
+    safe_data_dir: Path | None = None
+    metrics_enabled: bool = True
+    metrics_cpu_sample_seconds: float = 0.1
+    metrics_disk_path: Path = Path("/")
+    max_concurrent_tools: int = 16
+    tool_acquire_timeout_seconds: float = 5.0
+    tool_timeout_seconds: float = 30.0
+    max_argument_depth: int = 8
+    max_argument_items: int = 1000
+    log_level: str = "WARNING"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Parse and validate every setting.
+
+        Args:
+            environ: The environment to read; `os.environ` when None.
+
+        Returns:
+            The settings.
+
+        Raises:
+            ConfigError: A variable holds a value outside what it accepts, or the DSN file
+                cannot be read.
+        """
+        env = os.environ if environ is None else environ
+        defaults = cls()
+
+        def get(name: str, parse: Callable[[str, str], T], default: T) -> T:
+            raw = env.get(name)
+            return default if raw is None else parse(name, raw)
+
+        return cls(
+            sql_dsn=_read_dsn(env),
+            sql_connect_timeout=get(
+                "MCP_SQL_CONNECT_TIMEOUT", _seconds(0, 60), defaults.sql_connect_timeout
+            ),
+            sql_query_timeout=get(
+                "MCP_SQL_QUERY_TIMEOUT", _seconds(0, 300), defaults.sql_query_timeout
+            ),
+            sql_pool_max_size=get(
+                "MCP_SQL_POOL_MAX_SIZE", _integer(1, 32), defaults.sql_pool_max_size
+            ),
+            sql_application_name=get(
+                "MCP_SQL_APPLICATION_NAME", _application_name, defaults.sql_application_name
+            ),
+            sql_schemas=get("MCP_SQL_SCHEMAS", _schema_list, defaults.sql_schemas),
+            sql_allowed_functions=get(
+                "MCP_SQL_ALLOWED_FUNCTIONS", _function_set, defaults.sql_allowed_functions
+            ),
+            safe_data_dir=get("MCP_SAFE_DATA_DIR", _existing_directory, None),
+            metrics_enabled=get("MCP_METRICS_ENABLED", _boolean, defaults.metrics_enabled),
+            metrics_cpu_sample_seconds=get(
+                "MCP_METRICS_CPU_SAMPLE_SECONDS",
+                _seconds(0, 2),
+                defaults.metrics_cpu_sample_seconds,
+            ),
+            metrics_disk_path=get(
+                "MCP_METRICS_DISK_PATH", _absolute_path, defaults.metrics_disk_path
+            ),
+            max_concurrent_tools=get(
+                "MCP_MAX_CONCURRENT_TOOLS", _integer(1, 256), defaults.max_concurrent_tools
+            ),
+            tool_acquire_timeout_seconds=get(
+                "MCP_TOOL_ACQUIRE_TIMEOUT_SECONDS",
+                _seconds(0, 60, zero_ok=True),
+                defaults.tool_acquire_timeout_seconds,
+            ),
+            tool_timeout_seconds=get(
+                "MCP_TOOL_TIMEOUT_SECONDS", _seconds(0, 600), defaults.tool_timeout_seconds
+            ),
+            max_argument_depth=get(
+                "MCP_MAX_ARGUMENT_DEPTH", _integer(1, 64), defaults.max_argument_depth
+            ),
+            max_argument_items=get(
+                "MCP_MAX_ARGUMENT_ITEMS", _integer(1, 100_000), defaults.max_argument_items
+            ),
+            log_level=get("MCP_SERVER_SUITE_LOG_LEVEL", _log_level, defaults.log_level),
+        )
+
+    @property
+    def log_level_number(self) -> int:
+        """The `logging` level number of `log_level`."""
+        return logging.getLevelNamesMapping()[self.log_level]
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """Return the `MCP_*` variables that are set but mean nothing to this server.
+
+    A misspelt variable would otherwise leave a control at its default without a word.
+    """
+    return sorted(
+        name for name in environ if name.startswith(ENV_PREFIX) and name not in KNOWN_VARIABLES
+    )
+
+
+KNOWN_VARIABLES: Final = frozenset(
+    {
+        "MCP_SQL_DSN",
+        "MCP_SQL_DSN_FILE",
+        "MCP_SQL_CONNECT_TIMEOUT",
+        "MCP_SQL_QUERY_TIMEOUT",
+        "MCP_SQL_POOL_MAX_SIZE",
+        "MCP_SQL_APPLICATION_NAME",
+        "MCP_SQL_SCHEMAS",
+        "MCP_SQL_ALLOWED_FUNCTIONS",
+        "MCP_SAFE_DATA_DIR",
+        "MCP_METRICS_ENABLED",
+        "MCP_METRICS_CPU_SAMPLE_SECONDS",
+        "MCP_METRICS_DISK_PATH",
+        "MCP_MAX_CONCURRENT_TOOLS",
+        "MCP_TOOL_ACQUIRE_TIMEOUT_SECONDS",
+        "MCP_TOOL_TIMEOUT_SECONDS",
+        "MCP_MAX_ARGUMENT_DEPTH",
+        "MCP_MAX_ARGUMENT_ITEMS",
+        "MCP_SERVER_SUITE_LOG_LEVEL",
+    }
+)
+
+
+def _seconds(low: float, high: float, *, zero_ok: bool = False) -> Callable[[str, str], float]:
+    lower = f">= {low:g}" if zero_ok else f"> {low:g}"
+    accepts = f"a number of seconds {lower} and <= {high:g}"
+
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigError(name, accepts, raw) from None
+        in_range = (low <= value if zero_ok else low < value) and value <= high
+        if not (math.isfinite(value) and in_range):
+            raise ConfigError(name, accepts, raw)
+        return value
+
+    return parse
+
+
+def _integer(low: int, high: int) -> Callable[[str, str], int]:
+    accepts = f"an integer from {low} to {high}"
+
+    def parse(name: str, raw: str) -> int:
+        text = raw.strip()
+        # int() would also take '1_000' and '+5'; only plain decimal digits are accepted.
+        if not text.isascii() or not text.isdigit():
+            raise ConfigError(name, accepts, raw)
+        value = int(text)
+        if not low <= value <= high:
+            raise ConfigError(name, accepts, raw)
+        return value
+
+    return parse
+
+
+def _boolean(name: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(name, "a boolean: true/false, 1/0, yes/no or on/off", raw)
+
+
+def _log_level(name: str, raw: str) -> str:
+    text = raw.strip().upper()
+    if text not in _LOG_LEVELS:
+        raise ConfigError(name, f"a logging level name: {', '.join(_LOG_LEVELS)}", raw)
+    return text
+
+
+def _application_name(name: str, raw: str) -> str:
+    accepts = f"1 to {MAX_APPLICATION_NAME} printable ASCII characters"
+    if not (1 <= len(raw) <= MAX_APPLICATION_NAME and raw.isascii() and raw.isprintable()):
+        raise ConfigError(name, accepts, raw)
+    return raw
+
+
+def _absolute_path(name: str, raw: str) -> Path:
+    if "\x00" in raw or not os.path.isabs(raw):
+        raise ConfigError(name, "an absolute path", raw)
+    return Path(raw)
+
+
+def _existing_directory(name: str, raw: str) -> Path:
+    path = _absolute_path(name, raw)
+    if not path.is_dir():
+        raise ConfigError(name, "an absolute path to an existing directory", raw)
+    return path
+
+
+def _identifier_list(name: str, raw: str, shape: re.Pattern[str], accepts: str) -> list[str]:
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if not all(shape.fullmatch(item) for item in items):
+        raise ConfigError(name, accepts, raw)
+    return items
+
+
+def _schema_list(name: str, raw: str) -> tuple[str, ...]:
+    accepts = "a comma-separated list of one or more lower-case PostgreSQL schema names"
+    schemas = _identifier_list(name, raw, _PG_IDENTIFIER, accepts)
+    if not schemas or "pg_catalog" in schemas:
+        # pg_catalog always comes first and is never listed again.
+        raise ConfigError(name, accepts + " other than pg_catalog", raw)
+    return tuple(dict.fromkeys(schemas))
+
+
+def _function_set(name: str, raw: str) -> frozenset[str]:
+    accepts = "a comma-separated list of lower-case function names, optionally schema-qualified"
+    return frozenset(_identifier_list(name, raw, _PG_QUALIFIED_NAME, accepts))
+
+
+def _valid_dsn(name: str, dsn: str) -> SecretStr:
+    accepts = "a postgres:// or postgresql:// URI without whitespace or control characters"
+    scheme, sep, rest = dsn.partition("://")
+    if (
+        not sep
+        or scheme not in {"postgres", "postgresql"}
+        or not rest
+        or not dsn.isprintable()
+        or any(ch.isspace() for ch in dsn)
+    ):
+        # The value is a secret: the message names the variable and never shows the value.
+        raise ConfigError(name, accepts)
+    return SecretStr(dsn)
+
+
+def _read_dsn(env: Mapping[str, str]) -> SecretStr | None:
+    inline = env.get("MCP_SQL_DSN")
+    path = env.get("MCP_SQL_DSN_FILE")
+    if inline is not None and path is not None:
+        raise ConfigError("MCP_SQL_DSN_FILE", "to be unset when MCP_SQL_DSN is set (use one)")
+    if inline is not None:
+        return _valid_dsn("MCP_SQL_DSN", inline)
+    if path is None:
+        return None
+    file_path = _absolute_path("MCP_SQL_DSN_FILE", path)
+    accepts = "a readable regular file holding the DSN"
+    try:
+        # Non-blocking, so a FIFO or a device named by mistake cannot hang start-up; the
+        # type is checked on the open descriptor, not on the name.
+        fd = os.open(file_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        raise ConfigError("MCP_SQL_DSN_FILE", accepts, path) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError("MCP_SQL_DSN_FILE", accepts, path)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_DSN_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_DSN_FILE_BYTES:
+        raise ConfigError("MCP_SQL_DSN_FILE", f"a file of at most {MAX_DSN_FILE_BYTES} bytes", path)
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ConfigError("MCP_SQL_DSN_FILE", "a UTF-8 file holding the DSN", path) from None
+    return _valid_dsn("MCP_SQL_DSN_FILE", text)

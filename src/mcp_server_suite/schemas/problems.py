@@ -1,0 +1,175 @@
+"""The RFC 9457 problem taxonomy: one row per `MCPErrorCode`, checked against itself.
+
+Rules:
+
+1. Every problem the server emits is built from a row of `PROBLEM_TYPES`; the `type` URI, the
+   `title`, the HTTP `status` and the JSON-RPC code of a row travel together and a `Problem`
+   whose members disagree with its row cannot be constructed.
+2. A problem's `detail` is written by the server from the caller's own values; it never
+   carries exception text, a traceback or a host path.
+3. The JSON text of an in-band problem uses the standard library's default separators, so the
+   document a client reads is byte-for-byte what the design document shows.
+"""
+
+import json
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from types import MappingProxyType
+from typing import Final, Self, TypeAlias
+
+from pydantic import Field, model_validator
+
+from mcp_server_suite.schemas.base import StrictModel
+
+__all__ = [
+    "PROBLEM_TYPES",
+    "JSONRPCCode",
+    "MCPErrorCode",
+    "MetadataValue",
+    "Problem",
+    "ProblemType",
+]
+
+
+class JSONRPCCode(IntEnum):
+    """JSON-RPC 2.0 error codes, plus the server-defined range this server uses."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    # Implementation-defined server errors (-32000 to -32019 by the MCP allocation policy).
+    ACCESS_DENIED = -32001
+    QUERY_VIOLATION = -32002
+    EXECUTION_TIMEOUT = -32003
+
+
+class MCPErrorCode(StrEnum):
+    """The machine-readable code carried by every problem document."""
+
+    VALIDATION_ERROR = "MCP_VALIDATION_ERROR"
+    ACCESS_DENIED = "MCP_ACCESS_DENIED"
+    QUERY_VIOLATION = "MCP_QUERY_VIOLATION"
+    EXECUTION_TIMEOUT = "MCP_EXECUTION_TIMEOUT"
+    INTERNAL_ERROR = "MCP_INTERNAL_ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemType:
+    """One row of the error table: what a code means on every channel."""
+
+    uri: str
+    title: str
+    status: int
+    jsonrpc_code: JSONRPCCode
+
+
+_URN = "urn:mcp-server-suite:problem:"
+
+PROBLEM_TYPES: Final = MappingProxyType(
+    {
+        MCPErrorCode.VALIDATION_ERROR: ProblemType(
+            f"{_URN}validation-error", "Invalid tool arguments", 422, JSONRPCCode.INVALID_PARAMS
+        ),
+        MCPErrorCode.ACCESS_DENIED: ProblemType(
+            f"{_URN}access-denied",
+            "Access to the requested resource is denied",
+            403,
+            JSONRPCCode.ACCESS_DENIED,
+        ),
+        MCPErrorCode.QUERY_VIOLATION: ProblemType(
+            f"{_URN}query-violation",
+            "The query violates the read-only policy",
+            403,
+            JSONRPCCode.QUERY_VIOLATION,
+        ),
+        MCPErrorCode.EXECUTION_TIMEOUT: ProblemType(
+            f"{_URN}execution-timeout",
+            "The tool did not finish in time",
+            504,
+            JSONRPCCode.EXECUTION_TIMEOUT,
+        ),
+        MCPErrorCode.INTERNAL_ERROR: ProblemType(
+            f"{_URN}internal-error", "Internal server error", 500, JSONRPCCode.INTERNAL_ERROR
+        ),
+    }
+)
+
+# Metadata values are scalars so a problem document stays flat and trivially JSON.
+MetadataValue: TypeAlias = str | int | float | bool | None
+
+# A problem's detail is one readable sentence; 1,024 characters leave room for the 256
+# characters of echoed caller input that the tools allow, several times over.
+MAX_DETAIL_CHARS: Final = 1024
+
+
+class Problem(StrictModel):
+    """An RFC 9457 problem document, consistent with its `MCPErrorCode` row."""
+
+    type: str
+    title: str
+    status: int
+    detail: str = Field(max_length=MAX_DETAIL_CHARS)
+    code: MCPErrorCode
+    invalid_params: tuple[str, ...] = ()
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _agrees_with_its_row(self) -> Self:
+        row = PROBLEM_TYPES[self.code]
+        if (self.type, self.title, self.status) != (row.uri, row.title, row.status):
+            raise ValueError(f"problem members disagree with the {self.code} row")
+        return self
+
+    @classmethod
+    def of(
+        cls,
+        code: MCPErrorCode,
+        detail: str,
+        *,
+        invalid_params: tuple[str, ...] = (),
+        metadata: dict[str, MetadataValue] | None = None,
+    ) -> Self:
+        """Build the problem for `code` from its table row.
+
+        Args:
+            code: The error code; selects `type`, `title` and `status`.
+            detail: One sentence about this occurrence, written by the server.
+            invalid_params: Names of the arguments the caller should correct.
+            metadata: Flat, machine-readable facts (for example `retryable`).
+
+        Returns:
+            The problem document.
+        """
+        row = PROBLEM_TYPES[code]
+        return cls(
+            type=row.uri,
+            title=row.title,
+            status=row.status,
+            detail=detail,
+            code=code,
+            invalid_params=invalid_params,
+            metadata=metadata or {},
+        )
+
+    @property
+    def jsonrpc_code(self) -> JSONRPCCode:
+        """The JSON-RPC code used when this problem travels as `error.data`."""
+        return PROBLEM_TYPES[self.code].jsonrpc_code
+
+    def as_dict(self) -> dict[str, object]:
+        """Return the document as plain JSON data, members in the documented order."""
+        return {
+            "type": self.type,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "code": self.code.value,
+            "invalid_params": list(self.invalid_params),
+            "metadata": dict(self.metadata),
+        }
+
+    def as_text(self) -> str:
+        """Return the document as the JSON text of an in-band error block."""
+        return json.dumps(self.as_dict())

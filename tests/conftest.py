@@ -1,0 +1,38 @@
+"""Suite-wide test configuration: hermetic environment and Hypothesis profiles.
+
+The suite is hermetic: pytest-socket blocks every IP socket (Unix sockets stay open for
+the event loop and the test PostgreSQL server), and `MCP_*` variables are removed around
+each test so the developer's own configuration can never change an outcome.
+"""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+# `dev` keeps local runs quick; `ci` runs a thousand derandomised examples per property, so
+# a CI failure reproduces exactly on a developer's machine.
+# Failing examples are kept under .cache/, with every other cache of the project.
+_EXAMPLES = DirectoryBasedExampleDatabase(".cache/hypothesis")
+settings.register_profile("dev", max_examples=100, deadline=None, database=_EXAMPLES)
+settings.register_profile(
+    "ci",
+    max_examples=1000,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+pytest_plugins: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_mcp_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # monkeypatch restores every removed variable when the test ends.
+    for name in list(os.environ):
+        if name.startswith("MCP_"):
+            monkeypatch.delenv(name)

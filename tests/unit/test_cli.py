@@ -1,0 +1,62 @@
+"""The command line: --help, --version, --check-config and configuration errors."""
+
+from pathlib import Path
+
+import pytest
+
+from mcp_server_suite import __version__
+from mcp_server_suite.__main__ import EXIT_CONFIG, main
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mcp-server-suite {__version__}"
+
+
+def test_help_lists_the_tools_and_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0
+    out = capsys.readouterr().out
+    for word in ("--check-config", "read_only_sql", "sandbox_fs_read", "system_metrics", "78"):
+        assert word in out
+
+
+def test_check_config_reports_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--check-config"]) == 0
+    out = capsys.readouterr().out
+    assert "configuration: valid" in out
+    assert "system_metrics: enabled" in out
+    assert "sandbox_fs_read: disabled (MCP_SAFE_DATA_DIR is unset)" in out
+    assert "read_only_sql: disabled" in out
+
+
+def test_check_config_with_metrics_off(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MCP_METRICS_ENABLED", "false")
+    assert main(["--check-config"]) == 0
+    assert "system_metrics: disabled (MCP_METRICS_ENABLED is false)" in capsys.readouterr().out
+
+
+def test_invalid_configuration_exits_78_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MCP_SQL_POOL_MAX_SIZE", "abc")
+    assert main([]) == EXIT_CONFIG == 78
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1
+    assert "MCP_SQL_POOL_MAX_SIZE" in lines[0]
+    assert "an integer from 1 to 32" in lines[0]
+
+
+def test_unknown_variables_are_warned_about(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MCP_SAFE_DATA_DIRR", str(tmp_path))
+    assert main(["--check-config"]) == 0
+    assert "ignoring unknown configuration variable MCP_SAFE_DATA_DIRR" in caplog.text
