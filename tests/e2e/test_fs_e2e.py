@@ -1,0 +1,266 @@
+"""`sandbox_fs_read` through the real server process, and through the official SDK client.
+
+The server runs as `python -X dev -m mcp_server_suite` (the shared harness in
+`tests/support/harness.py`) over the attack corpus's fixture tree, so the file types the
+unit tests fake or inject are met for real here: a FIFO, a character device, a socket and
+`/dev/zero` behind a symlink.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.fs_tree import OUTSIDE_SECRETS, FSTree, build_fs_tree
+from tests.support.harness import REPO_ROOT, ServerProcess, base_environment, running_server
+
+# Only the file tool: the other tools' start-up and sampling are not what is tested here.
+TOOL = "sandbox_fs_read"
+
+# The design document's concurrency default: 16 calls in flight at once.
+IN_FLIGHT = 16
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> FSTree:
+    built = build_fs_tree(tmp_path_factory.mktemp("fse2e") / "base")
+    assert built.missing == ()
+    return built
+
+
+def fs_environment(root: Path) -> dict[str, str]:
+    return {"MCP_SAFE_DATA_DIR": str(root), "MCP_METRICS_ENABLED": "false"}
+
+
+@pytest.fixture
+def server(tree: FSTree) -> Iterator[ServerProcess]:
+    with running_server(fs_environment(tree.root)) as process:
+        process.initialize()
+        yield process
+
+
+def problem_of(response: dict[str, Any]) -> dict[str, Any]:
+    result = response["result"]
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    problem: dict[str, Any] = json.loads(result["content"][0]["text"])
+    return problem
+
+
+def assert_no_host_path(line: str, tree: FSTree) -> None:
+    assert str(tree.base) not in line
+
+
+@pytest.mark.e2e
+def test_tool_is_advertised(server: ServerProcess) -> None:
+    tools = server.request("tools/list")["result"]["tools"]
+    (tool,) = [tool for tool in tools if tool["name"] == TOOL]
+    hints = {key: value for key, value in tool["annotations"].items() if key.endswith("Hint")}
+    assert hints == {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    assert tool["inputSchema"]["required"] == ["relative_path"]
+    assert set(tool["outputSchema"]["properties"]) == {
+        "resolved_path",
+        "content",
+        "bytes_read",
+        "truncated",
+    }
+
+
+@pytest.mark.e2e
+def test_read_returns_structured_and_text_results(server: ServerProcess) -> None:
+    result = server.call_tool(TOOL, {"relative_path": "link_in_dir/deeper/../inner.txt"})["result"]
+    assert result["isError"] is False
+    assert result["structuredContent"] == {
+        "resolved_path": "sub/inner.txt",
+        "content": "inner\n",
+        "bytes_read": 6,
+        "truncated": False,
+    }
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+
+
+REFUSED_OVER_THE_WIRE = [
+    # (path, code, detail)
+    ("fifo", "MCP_ACCESS_DENIED", "'fifo' is not a regular file"),
+    ("null_dev", "MCP_ACCESS_DENIED", "'null_dev' is not a regular file"),
+    ("sock", "MCP_ACCESS_DENIED", "'sock' is not a regular file"),
+    ("zero", "MCP_ACCESS_DENIED", "'zero' resolves outside the sandbox"),
+    ("link_out", "MCP_ACCESS_DENIED", "'link_out' resolves outside the sandbox"),
+    ("link_evil/secret.txt", "MCP_ACCESS_DENIED", "'link_evil/secret.txt' resolves outside"),
+    ("{BASE}/root_evil/secret.txt", "MCP_ACCESS_DENIED", "The absolute path resolves outside"),
+    ("{BASE}/outside/secret.txt", "MCP_ACCESS_DENIED", "The absolute path resolves outside"),
+    ("self_loop", "MCP_ACCESS_DENIED", "'self_loop' meets a symbolic link loop"),
+    ("missing.txt", "MCP_VALIDATION_ERROR", "'missing.txt' does not exist"),
+    ("sub", "MCP_VALIDATION_ERROR", "'sub' names a directory, not a file"),
+    ("binary.bin", "MCP_VALIDATION_ERROR", "'binary.bin' holds bytes that are not valid"),
+]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("path", "code", "detail"), REFUSED_OVER_THE_WIRE)
+def test_refusals_are_in_band_problems(
+    server: ServerProcess, tree: FSTree, path: str, code: str, detail: str
+) -> None:
+    response = server.call_tool(TOOL, {"relative_path": tree.expand(path)})
+    problem = problem_of(response)
+    assert problem["code"] == code
+    assert problem["detail"].startswith(detail)
+    assert_no_host_path(json.dumps(response), tree)
+    assert not any(secret.decode() in json.dumps(response) for secret in OUTSIDE_SECRETS)
+
+
+@pytest.mark.e2e
+def test_traversal_problem_is_the_documented_one(server: ServerProcess) -> None:
+    # Byte for byte the in-band error of the design document's "Error model".
+    response = server.call_tool(TOOL, {"relative_path": "../../etc/passwd"})
+    assert response["result"]["content"][0]["text"] == (
+        '{"type": "urn:mcp-server-suite:problem:access-denied", "title": "Access to the '
+        'requested resource is denied", "status": 403, "detail": "\'../../etc/passwd\' '
+        'resolves outside the sandbox", "code": "MCP_ACCESS_DENIED", "invalid_params": '
+        '["relative_path"], "metadata": {}}'
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"relative_path": "ok.txt\u0000"}, "relative_path"),
+        ({"relative_path": "ok.txt", "encoding": "base64"}, "encoding"),
+        ({"relative_path": "ok.txt", "max_bytes": 0}, "max_bytes"),
+        ({"relative_path": "ok.txt", "max_bytes": "10"}, "max_bytes"),
+    ],
+)
+def test_argument_refusals(server: ServerProcess, arguments: dict[str, Any], field: str) -> None:
+    problem = problem_of(server.call_tool(TOOL, arguments))
+    assert problem["code"] == "MCP_VALIDATION_ERROR"
+    assert problem["invalid_params"] == [field]
+
+
+@pytest.mark.e2e
+def test_largest_read_is_capped_and_truncated(server: ServerProcess) -> None:
+    result = server.call_tool(TOOL, {"relative_path": "big.txt", "max_bytes": 1024 * 1024})
+    structured = result["result"]["structuredContent"]
+    assert structured["bytes_read"] == 1024 * 1024
+    assert structured["truncated"] is True
+    assert structured["content"] == "a" * (1024 * 1024)
+
+
+@pytest.mark.e2e
+def test_sixteen_reads_in_flight(server: ServerProcess, tree: FSTree) -> None:
+    paths = ["ok.txt", "fifo", "zero", "sub/inner.txt"] * (IN_FLIGHT // 4)
+    for index, path in enumerate(paths):
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": index,
+                "method": "tools/call",
+                "params": {"name": TOOL, "arguments": {"relative_path": path}},
+            }
+        )
+    responses = {response["id"]: response for response in (server.recv() for _ in paths)}
+    assert sorted(responses) == list(range(len(paths)))
+    for index, path in enumerate(paths):
+        result = responses[index]["result"]
+        assert result["isError"] is (path in {"fifo", "zero"})
+        if not result["isError"]:
+            expected = os.path.realpath(tree.root / path)
+            assert result["structuredContent"]["content"] == Path(expected).read_text()
+
+
+@pytest.mark.e2e
+def test_no_descriptor_leak_in_the_server(server: ServerProcess, tree: FSTree) -> None:
+    descriptors = Path(f"/proc/{server.process.pid}/fd")
+    server.call_tool(TOOL, {"relative_path": "ok.txt"})  # warm up the worker threads
+    before = len(list(descriptors.iterdir()))
+    for path in ["ok.txt", "fifo", "null_dev", "sock", "self_loop", "sub", "missing", "zero"] * 25:
+        server.call_tool(TOOL, {"relative_path": path})
+    assert len(list(descriptors.iterdir())) == before
+
+
+@pytest.mark.e2e
+def test_root_swapped_after_start_cannot_redirect_reads(tmp_path: Path) -> None:
+    tree = build_fs_tree(tmp_path / "base")
+    with running_server(fs_environment(tree.root)) as server:
+        server.initialize()
+        tree.root.rename(tree.base / "root_moved")
+        tree.root.symlink_to(tree.outside)
+        # The name now leads outside: resolution refuses it, and nothing outside is read.
+        response = server.call_tool(TOOL, {"relative_path": "secret.txt"})
+        assert problem_of(response)["code"] == "MCP_ACCESS_DENIED"
+        tree.root.unlink()
+        tree.root.mkdir()
+        (tree.root / "ok.txt").write_bytes(b"impostor\n")
+        # A new directory under the old name: reads still come from the one opened at start.
+        result = server.call_tool(TOOL, {"relative_path": "ok.txt"})["result"]
+        assert result["structuredContent"]["content"] == "hello\n"
+        server.close_stdin()
+        assert server.wait() == 0
+        assert "Traceback" not in server.stderr
+
+
+@pytest.mark.e2e
+def test_clean_shutdown_after_reads(server: ServerProcess) -> None:
+    server.call_tool(TOOL, {"relative_path": "ok.txt"})
+    server.call_tool(TOOL, {"relative_path": "fifo"})
+    server.close_stdin()
+    assert server.wait() == 0
+    # -X dev turns unclosed descriptors into ResourceWarnings on stderr.
+    assert "ResourceWarning" not in server.stderr
+    assert "Traceback" not in server.stderr
+
+
+# --- the official SDK client ---------------------------------------------------------------
+
+
+@pytest.mark.interop
+def test_official_sdk_client_reads_a_file(tree: FSTree) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    # The SDK passes the server only the environment it is given (plus a safe default set).
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["-X", "dev", "-m", "mcp_server_suite"],
+        env=base_environment(fs_environment(tree.root)),
+        cwd=REPO_ROOT,
+    )
+
+    async def session() -> tuple[Any, Any, Any]:
+        with tempfile.TemporaryFile("w+") as errlog:
+            async with (
+                stdio_client(parameters, errlog=errlog) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                listed = await client.list_tools()
+                good = await client.call_tool(TOOL, {"relative_path": "link_in"})
+                bad = await client.call_tool(TOOL, {"relative_path": "zero"})
+            return listed, good, bad
+
+    listed, good, bad = asyncio.run(asyncio.wait_for(session(), timeout=60))
+    assert [tool.name for tool in listed.tools] == [TOOL]
+    assert listed.tools[0].annotations.read_only_hint is True
+    assert good.is_error is False
+    assert good.structured_content == {
+        "resolved_path": "ok.txt",
+        "content": "hello\n",
+        "bytes_read": 6,
+        "truncated": False,
+    }
+    assert json.loads(good.content[0].text) == good.structured_content
+    assert bad.is_error is True
+    assert json.loads(bad.content[0].text)["code"] == "MCP_ACCESS_DENIED"
