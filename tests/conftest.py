@@ -27,7 +27,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["tests.support.postgres"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,106 @@
+-- The least-privilege PostgreSQL role that `read_only_sql` connects as.
+--
+-- Run it as a superuser (or the owner of the exposed schema with CREATEROLE) with psql:
+--
+--   psql -v ON_ERROR_STOP=1 -d app \
+--        -v reader=mcp_reader -v db=app -v schema=reporting -v owner=app_owner \
+--        -f scripts/least-privilege-role.sql
+--
+-- Variables:
+--   reader   the login role to create or re-harden (default mcp_reader)
+--   db       the database the role may connect to (default: the current database)
+--   schema   the one schema whose tables and views the role may read (default reporting)
+--   owner    the role that creates objects in that schema, so that its future tables are
+--            readable too (default: the current user)
+--   revoke_public_execute
+--            set it (to any value) to also revoke EXECUTE from PUBLIC on the built-in
+--            functions that act outside a rolled-back read-only transaction. This changes
+--            what every role in the database may call, so it is opt-in.
+--
+-- The script is idempotent: running it again re-applies every attribute and setting. It
+-- never sets a password; give the role one with `\password mcp_reader`, or connect with peer
+-- or certificate authentication.
+
+\set ON_ERROR_STOP on
+
+\if :{?reader}
+\else
+  \set reader mcp_reader
+\endif
+\if :{?schema}
+\else
+  \set schema reporting
+\endif
+\if :{?db}
+\else
+  SELECT current_database() AS db \gset
+\endif
+\if :{?owner}
+\else
+  SELECT current_user AS owner \gset
+\endif
+
+-- Dedicated login role: no inheritance, no special attributes. CONNECTION LIMIT stays at or
+-- above MCP_SQL_POOL_MAX_SIZE (4 by default) so the pool can always fill.
+SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = :'reader') AS create_reader
+\gset
+\if :create_reader
+  CREATE ROLE :"reader" LOGIN;
+\endif
+ALTER ROLE :"reader" LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
+  NOBYPASSRLS CONNECTION LIMIT 8;
+
+-- Server-side defaults that hold even if a client-side layer is bypassed. A session can
+-- override its own defaults, so these are a second line; the privileges below are the
+-- boundary.
+ALTER ROLE :"reader" SET default_transaction_read_only = on;
+ALTER ROLE :"reader" SET statement_timeout = '10s';
+ALTER ROLE :"reader" SET lock_timeout = '1s';
+ALTER ROLE :"reader" SET idle_in_transaction_session_timeout = '15s';
+-- Backslashes in plain string literals keep their standard meaning, so a literal cannot
+-- swallow the code after it (the server also pins and checks this on every connection).
+ALTER ROLE :"reader" SET standard_conforming_strings = on;
+-- Built-ins first, so an object in the exposed schema cannot shadow one of them.
+ALTER ROLE :"reader" SET search_path = pg_catalog, :"schema";
+-- A sort or hash that spills to disk stops at 1 GB instead of filling the volume.
+ALTER ROLE :"reader" SET temp_file_limit = '1GB';
+
+-- Read access to one database and one schema only; ideally a schema of curated views.
+GRANT CONNECT ON DATABASE :"db" TO :"reader";
+GRANT USAGE ON SCHEMA :"schema" TO :"reader";
+GRANT SELECT ON ALL TABLES IN SCHEMA :"schema" TO :"reader";
+ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA :"schema"
+  GRANT SELECT ON TABLES TO :"reader";
+
+-- The role is a member of no other role: that rules out the predefined roles that read all
+-- data, read server files, run programs or signal other sessions, and undoes an earlier
+-- mistake.
+SELECT pg_catalog.format('REVOKE %I FROM %I', granted.rolname, member.rolname)
+FROM pg_catalog.pg_auth_members AS m
+JOIN pg_catalog.pg_roles AS granted ON granted.oid = m.roleid
+JOIN pg_catalog.pg_roles AS member ON member.oid = m.member
+WHERE member.rolname = :'reader'
+\gexec
+
+\if :{?revoke_public_execute}
+  -- Built-ins executable by PUBLIC out of the box that act even inside a rolled-back
+  -- read-only transaction (a WAL write, and the dblink family when the extension exists), or
+  -- that create objects no privilege governs and no read-only default refuses: large objects.
+  REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text)
+    FROM PUBLIC;
+  REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, bytea)
+    FROM PUBLIC;
+  REVOKE EXECUTE ON FUNCTION pg_catalog.lo_creat(integer) FROM PUBLIC;
+  REVOKE EXECUTE ON FUNCTION pg_catalog.lo_create(oid) FROM PUBLIC;
+  REVOKE EXECUTE ON FUNCTION pg_catalog.lo_from_bytea(oid, bytea) FROM PUBLIC;
+  SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'dblink') AS has_dblink
+  \gset
+  \if :has_dblink
+    SELECT pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', p.oid::regprocedure)
+    FROM pg_catalog.pg_proc AS p
+    JOIN pg_catalog.pg_depend AS d ON d.classid = 'pg_catalog.pg_proc'::regclass
+      AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension AS e ON e.oid = d.refobjid AND e.extname = 'dblink'
+    \gexec
+  \endif
+\endif

@@ -1,0 +1,489 @@
+"""The PostgreSQL side of `read_only_sql`: the pool, its pinned sessions, one read per call.
+
+Rules:
+
+1. A connection is used only while its pinned settings hold: `standard_conforming_strings =
+   on`, `client_encoding = UTF8`, `search_path = pg_catalog, <schemas>`,
+   `default_transaction_read_only = on` and the output styles `sql_values` relies on. They
+   are set and read back when a connection is created, read back again (with the session
+   state cleared) every time one is returned, and the values PostgreSQL reports on its own
+   are checked before every use. A connection that fails a check is closed, never used. So is
+   one whose role is a superuser: the role is the last line of defence.
+2. One call is three round trips. `BEGIN TRANSACTION READ ONLY` with a transaction-local
+   `statement_timeout`; `DECLARE ... CURSOR FOR <checked SQL>` sent over the extended query
+   protocol, in which PostgreSQL refuses a second statement; `FETCH FORWARD max_rows + 1`
+   followed by `ROLLBACK`. The transaction is always rolled back, and the server stops after
+   the rows fetched.
+3. When a call fails or is cancelled, the transaction is rolled back; a connection whose
+   state is then unknown is closed. Cancellation cancels the query on the server too
+   (psycopg sends a cancel request when the awaiting task is cancelled).
+4. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
+   (`SQLSTATE_CODES`, `SQLSTATE_CLASSES`); every other failure is `DatabaseUnavailable`, an
+   internal error whose text reaches stderr only. No message carries the DSN: it is checked
+   before use with its parse error suppressed, and libpq never prints passwords.
+"""
+
+import asyncio
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+from psycopg import AsyncConnection, AsyncCursor, sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from mcp_server_suite.schemas.echo import quote
+from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
+from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.tools.sql import CheckedQuery
+from mcp_server_suite.tools.sql_values import make_adapters, normalise_rows
+
+__all__ = [
+    "CLIENT_GRACE_S",
+    "CURSOR_NAME",
+    "IDLE_IN_TRANSACTION_TIMEOUT_MS",
+    "LOCK_TIMEOUT_MS",
+    "SQLSTATE_CLASSES",
+    "SQLSTATE_CODES",
+    "DatabaseUnavailable",
+    "FetchedRows",
+    "ReadOnlyDatabase",
+    "SessionPins",
+    "fetch_read_only",
+    "translate_database_error",
+]
+
+logger = logging.getLogger(__name__)
+
+# The cursor each call declares; one call at a time uses a connection, so one name suffices.
+CURSOR_NAME: Final = "mcp_read_only_sql"
+# The design document's least-privilege role settings: a query waits at most 1 s for a lock,
+# and a session idle inside a transaction for 15 s is ended by the server.
+LOCK_TIMEOUT_MS: Final = 1_000
+IDLE_IN_TRANSACTION_TIMEOUT_MS: Final = 15_000
+# The client gives the server this much longer than statement_timeout before cancelling on its
+# own, so that a timeout is normally the server's, reported cleanly as SQLSTATE 57014.
+CLIENT_GRACE_S: Final = 1.0
+# libpq's connect_timeout is whole seconds and treats anything below 2 as 2.
+MIN_CONNECT_TIMEOUT_S: Final = 2
+# A pool connection is replaced after an hour and closed after ten idle minutes
+# (psycopg_pool's defaults, stated here so a change is a decision).
+MAX_CONNECTION_LIFETIME_S: Final = 3600.0
+MAX_CONNECTION_IDLE_S: Final = 600.0
+# PostgreSQL messages echoed in problems are cut here: one line a model can read.
+MAX_ECHOED_MESSAGE_CHARS: Final = 300
+
+# SQLSTATEs caused by the query, mapped in-band. Exact codes win over classes.
+SQLSTATE_CODES: Final = {
+    "57014": MCPErrorCode.EXECUTION_TIMEOUT,  # query_canceled: statement_timeout
+    "55P03": MCPErrorCode.EXECUTION_TIMEOUT,  # lock_not_available: lock_timeout
+    "25006": MCPErrorCode.QUERY_VIOLATION,  # read_only_sql_transaction
+    "42501": MCPErrorCode.ACCESS_DENIED,  # insufficient_privilege
+    "53400": MCPErrorCode.VALIDATION_ERROR,  # configuration_limit_exceeded: temp_file_limit
+}
+SQLSTATE_CLASSES: Final = {
+    "21": MCPErrorCode.VALIDATION_ERROR,  # cardinality violation
+    "22": MCPErrorCode.VALIDATION_ERROR,  # data exception
+    "42": MCPErrorCode.VALIDATION_ERROR,  # syntax error or access rule violation
+    "0A": MCPErrorCode.VALIDATION_ERROR,  # feature not supported
+    "54": MCPErrorCode.VALIDATION_ERROR,  # program limit exceeded
+}
+
+# An absolute path in a server message (file errors name them); such messages are not echoed.
+_HOST_PATH: Final = re.compile(r"(?:^|[\s\"'(=:])/[\w.-]")
+
+_REPORTED_PINS: Final = (
+    (b"standard_conforming_strings", b"on"),
+    (b"client_encoding", b"UTF8"),
+    (b"DateStyle", b"ISO, YMD"),
+    (b"IntervalStyle", b"iso_8601"),
+    (b"is_superuser", b"off"),
+)
+
+
+class DatabaseUnavailable(RuntimeError):
+    """PostgreSQL could not serve the call: an infrastructure fault, reported as -32603."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRows:
+    """The normalised outcome of one read.
+
+    Attributes:
+        columns: Column names in result order.
+        rows: At most `max_rows` rows of JSON values.
+        truncated: True when the server cap, not the query, bounded the rows.
+    """
+
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPins:
+    """The settings every pooled session holds, and the statements that set and check them.
+
+    Attributes:
+        schemas: The schemas searched after pg_catalog.
+        statement_timeout_ms: The session's statement timeout (each call also sets it
+            transaction-locally).
+    """
+
+    schemas: tuple[str, ...]
+    statement_timeout_ms: int
+
+    @property
+    def search_path(self) -> tuple[str, ...]:
+        """The pinned search_path: pg_catalog first, so nothing can shadow a built-in."""
+        return ("pg_catalog", *self.schemas)
+
+    def set_statements(self) -> sql.Composed:
+        """Return the statements that pin a new session, then read the pins back."""
+        path = sql.SQL(", ").join(sql.Identifier(schema) for schema in self.search_path)
+        return (
+            sql.SQL(
+                "SET standard_conforming_strings = on; "
+                "SET client_encoding = 'UTF8'; "
+                "SET search_path = {path}; "
+                "SET default_transaction_read_only = on; "
+                "SET DateStyle = 'ISO, YMD'; "
+                "SET IntervalStyle = 'iso_8601'; "
+                "SET bytea_output = 'hex'; "
+                "SET extra_float_digits = 1; "
+                "SET row_security = on; "
+                "SET statement_timeout = {statement}; "
+                "SET lock_timeout = {lock}; "
+                "SET idle_in_transaction_session_timeout = {idle}; "
+            ).format(
+                path=path,
+                statement=sql.Literal(self.statement_timeout_ms),
+                lock=sql.Literal(LOCK_TIMEOUT_MS),
+                idle=sql.Literal(IDLE_IN_TRANSACTION_TIMEOUT_MS),
+            )
+            + self.read_back()
+        )
+
+    @staticmethod
+    def reset_statements() -> sql.Composed:
+        """Return the statements that clear session state a rollback leaves, then read back.
+
+        Advisory locks, prepared statements, open cursors and LISTEN registrations survive a
+        rolled-back transaction; none may reach the next call.
+        """
+        return (
+            sql.SQL(
+                "CLOSE ALL; UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); "
+                "DEALLOCATE ALL; "
+            )
+            + SessionPins.read_back()
+        )
+
+    @staticmethod
+    def read_back() -> sql.SQL:
+        """Return the query that reads every pinned setting, in `expected()` order."""
+        return sql.SQL(
+            "SELECT pg_catalog.current_setting('standard_conforming_strings'), "
+            "pg_catalog.current_setting('client_encoding'), "
+            "pg_catalog.current_setting('search_path'), "
+            "pg_catalog.current_setting('default_transaction_read_only'), "
+            "pg_catalog.current_setting('DateStyle'), "
+            "pg_catalog.current_setting('IntervalStyle'), "
+            "pg_catalog.current_setting('bytea_output'), "
+            "pg_catalog.current_setting('is_superuser')"
+        )
+
+    def ensure_read_back(self, row: Sequence[Any] | None) -> None:
+        """Check the row `read_back()` returned.
+
+        Raises:
+            DatabaseUnavailable: A setting differs from its pin, or the role is a superuser.
+        """
+        if row is None or len(row) != 8:
+            raise DatabaseUnavailable("the session's settings could not be read back")
+        scs, encoding, path, read_only, date_style, interval_style, bytea, superuser = row
+        if superuser != "off":
+            raise DatabaseUnavailable(
+                "refusing to run queries as a superuser: connect as a least-privilege role "
+                "(scripts/least-privilege-role.sql)"
+            )
+        path_items = tuple(item.strip().strip('"') for item in str(path).split(","))
+        if (scs, encoding, read_only, date_style, interval_style, bytea) != (
+            "on",
+            "UTF8",
+            "on",
+            "ISO, YMD",
+            "iso_8601",
+            "hex",
+        ) or path_items != self.search_path:
+            raise DatabaseUnavailable("the session's pinned settings did not hold")
+
+
+def ensure_reported_pins(conn: AsyncConnection[Any]) -> None:
+    """Check, without a round trip, the pinned settings PostgreSQL reports on its own.
+
+    Raises:
+        DatabaseUnavailable: A reported setting differs from its pin.
+    """
+    for name, expected in _REPORTED_PINS:
+        if conn.pgconn.parameter_status(name) != expected:
+            raise DatabaseUnavailable(f"the session's {name.decode()} is not pinned")
+
+
+async def _last_row(cursor: AsyncCursor[Any]) -> Sequence[Any] | None:
+    # A multi-statement query yields one result per statement; the read-back comes last.
+    while cursor.nextset():
+        pass
+    return await cursor.fetchone()
+
+
+class ReadOnlyDatabase:
+    """The connection pool of `read_only_sql`, created on the first call.
+
+    Args:
+        dsn: The connection URI (a secret: never logged or echoed).
+        pins: The pinned session settings.
+        application_name: Shown in pg_stat_activity.
+        connect_timeout: Seconds to connect, and to wait for a free connection.
+        query_timeout: Seconds a query may run (the server's statement_timeout).
+        pool_max_size: The most connections.
+
+    Raises:
+        DatabaseUnavailable: The DSN is not a valid connection string.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pins: SessionPins,
+        application_name: str,
+        connect_timeout: float,
+        query_timeout: float,
+        pool_max_size: int,
+    ) -> None:
+        # libpq's parse errors quote the offending part of the DSN, which can be the password:
+        # the error is dropped whole, and the exception raised below does not even keep it as
+        # its context.
+        try:
+            conninfo_to_dict(dsn)
+            parsed = True
+        except psycopg.Error:
+            parsed = False
+        if not parsed:
+            raise DatabaseUnavailable("MCP_SQL_DSN is not a valid connection string")
+        self._pins: Final = pins
+        self._connect_timeout: Final = connect_timeout
+        self._query_timeout: Final = query_timeout
+        self._max_size: Final = pool_max_size
+        self._holding = 0
+        self._pool: Final = AsyncConnectionPool(
+            conninfo=dsn,
+            kwargs={
+                "autocommit": True,
+                # Statements are not prepared implicitly, so DEALLOCATE ALL in the reset
+                # never pulls a statement from under psycopg.
+                "prepare_threshold": None,
+                "context": make_adapters(),
+                "application_name": application_name,
+                "client_encoding": "UTF8",
+                "connect_timeout": max(MIN_CONNECT_TIMEOUT_S, math.ceil(connect_timeout)),
+            },
+            min_size=1,
+            max_size=pool_max_size,
+            open=False,
+            configure=self._configure,
+            reset=self._reset,
+            timeout=connect_timeout,
+            max_lifetime=MAX_CONNECTION_LIFETIME_S,
+            max_idle=MAX_CONNECTION_IDLE_S,
+            name="read_only_sql",
+        )
+
+    async def open(self) -> None:
+        """Start connecting in the background; calls wait for a connection as they need one."""
+        await self._pool.open(wait=False)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self._pool.close()
+
+    async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        cursor = await conn.execute(self._pins.set_statements())
+        self._pins.ensure_read_back(await _last_row(cursor))
+
+    async def _reset(self, conn: AsyncConnection[Any]) -> None:
+        cursor = await conn.execute(self._pins.reset_statements())
+        self._pins.ensure_read_back(await _last_row(cursor))
+
+    async def run(self, checked: CheckedQuery) -> FetchedRows:
+        """Run a checked query on a pooled connection.
+
+        Args:
+            checked: The query, as the policy returned it.
+
+        Returns:
+            The rows.
+
+        Raises:
+            ToolFailure: PostgreSQL refused the query, it timed out, its result is too
+                large, or every connection stayed busy (in-band problems).
+            DatabaseUnavailable: PostgreSQL could not be reached or failed.
+        """
+        try:
+            async with self._pool.connection(timeout=self._connect_timeout) as conn:
+                self._holding += 1
+                try:
+                    return await self._run_on(conn, checked)
+                finally:
+                    self._holding -= 1
+        except PoolTimeout:
+            if self._holding:
+                # Other calls hold connections: the pool is busy, not broken.
+                raise ToolFailure(
+                    f"All {self._max_size} database connections stayed busy for "
+                    f"{self._connect_timeout:g} s; retry later.",
+                    code=MCPErrorCode.INTERNAL_ERROR,
+                    metadata={"retryable": True},
+                ) from None
+            raise DatabaseUnavailable(
+                f"no database connection could be made within {self._connect_timeout:g} s"
+            ) from None
+
+    async def _run_on(self, conn: AsyncConnection[Any], checked: CheckedQuery) -> FetchedRows:
+        try:
+            ensure_reported_pins(conn)
+        except DatabaseUnavailable:
+            await conn.close()
+            raise
+        return await fetch_read_only(
+            conn,
+            checked.sql,
+            max_rows=checked.max_rows,
+            statement_timeout_ms=self._pins.statement_timeout_ms,
+            client_timeout=self._query_timeout + CLIENT_GRACE_S,
+        )
+
+
+async def fetch_read_only(
+    conn: AsyncConnection[Any],
+    statement: str,
+    *,
+    max_rows: int,
+    statement_timeout_ms: int,
+    client_timeout: float,
+) -> FetchedRows:
+    """Run one statement in a read-only transaction that is always rolled back.
+
+    The statement is declared as a cursor over the extended query protocol and at most
+    `max_rows + 1` rows are fetched.
+
+    Args:
+        conn: An idle autocommit connection loading values with `sql_values.make_adapters()`.
+        statement: The SQL to run; the policy's `CheckedQuery.sql`, never caller text.
+        max_rows: The most rows returned.
+        statement_timeout_ms: The transaction-local statement_timeout.
+        client_timeout: Seconds after which the client cancels the query itself.
+
+    Returns:
+        The rows.
+
+    Raises:
+        ToolFailure: PostgreSQL refused the query, it timed out, or its result is too large.
+        DatabaseUnavailable: The connection or the server failed.
+    """
+    cursor = conn.cursor()
+    begin = sql.SQL("BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {}").format(
+        sql.Literal(statement_timeout_ms)
+    )
+    # The checked statement is inserted as SQL on purpose: it is the policy's regenerated
+    # text, and the extended protocol below refuses anything but one statement.
+    declare = sql.SQL("DECLARE {} NO SCROLL CURSOR FOR ").format(
+        sql.Identifier(CURSOR_NAME)
+    ) + sql.SQL(statement)
+    fetch = sql.SQL("FETCH FORWARD {} FROM {}; ROLLBACK").format(
+        sql.Literal(max_rows + 1), sql.Identifier(CURSOR_NAME)
+    )
+    try:
+        async with asyncio.timeout(client_timeout):
+            await cursor.execute(begin)
+            # binary=True makes psycopg send the statement with PQsendQueryParams: the
+            # extended query protocol, in which PostgreSQL refuses a second statement
+            # (test_sql_tool.py reads the server log to prove it).
+            await cursor.execute(declare, binary=True)
+            await cursor.execute(fetch)
+    except TimeoutError:
+        await _recover(conn)
+        raise DeadlineExceeded(
+            f"The query did not finish within {client_timeout:g} s and was cancelled.",
+            metadata={"timeout_seconds": client_timeout},
+        ) from None
+    except psycopg.Error as exc:
+        await _recover(conn)
+        raise translate_database_error(exc, statement_timeout_ms) from exc
+    except BaseException:
+        await _recover(conn)
+        raise
+    columns = [column.name for column in cursor.description or ()]
+    rows = normalise_rows(await cursor.fetchall())
+    return FetchedRows(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+async def _recover(conn: AsyncConnection[Any]) -> None:
+    # Brings the connection back to idle, or closes it so the pool never reuses it.
+    try:
+        status = conn.pgconn.transaction_status
+        if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            await conn.execute("ROLLBACK")
+        elif status != TransactionStatus.IDLE:
+            await conn.close()
+    except BaseException:
+        # A failed rollback, or a second cancellation during it: the state is unknown, so the
+        # connection is closed synchronously (nothing can interrupt that) and discarded.
+        conn.pgconn.finish()
+        raise
+
+
+def translate_database_error(exc: psycopg.Error, statement_timeout_ms: int) -> Exception:
+    """Translate a psycopg error at the edge: in-band problem or infrastructure fault.
+
+    Args:
+        exc: The error psycopg raised.
+        statement_timeout_ms: The statement timeout in force, for the timeout message.
+
+    Returns:
+        A `ToolFailure` for errors the query caused (by SQLSTATE), else `DatabaseUnavailable`.
+    """
+    sqlstate = exc.sqlstate or ""
+    code = SQLSTATE_CODES.get(sqlstate) or SQLSTATE_CLASSES.get(sqlstate[:2])
+    if code is None:
+        return DatabaseUnavailable(
+            f"PostgreSQL failed the query: {type(exc).__name__} (SQLSTATE {sqlstate or 'none'})"
+        )
+    metadata: dict[str, str | int | float | bool | None] = {"sqlstate": sqlstate}
+    if sqlstate == "57014":
+        seconds = statement_timeout_ms / 1000
+        return DeadlineExceeded(
+            f"The query ran longer than the {seconds:g} s statement timeout and was cancelled.",
+            metadata={**metadata, "timeout_seconds": seconds},
+        )
+    message = _echoable(exc.diag.message_primary)
+    return ToolFailure(
+        f"PostgreSQL refused the query (SQLSTATE {sqlstate}): {message}",
+        code=code,
+        invalid_params=("query",),
+        metadata=metadata,
+    )
+
+
+def _echoable(message: str | None) -> str:
+    # PostgreSQL's primary message names the caller's own objects and values. Messages that
+    # name a host path (file access errors) are not echoed.
+    if not message or _HOST_PATH.search(message):
+        return "(message withheld)"
+    return quote(message, MAX_ECHOED_MESSAGE_CHARS)

@@ -1,0 +1,430 @@
+"""A throwaway PostgreSQL server for the SQL tests, listening only on a Unix socket.
+
+The session-scoped `postgres_server` fixture runs `initdb` into a temporary directory, starts
+the server with `listen_addresses = ''` (no IP socket, so the suite stays hermetic), loads the
+attack corpus's fixture schema as the superuser, and creates the `mcp_reader` role with the
+shipped `scripts/least-privilege-role.sql`. Teardown stops the server and removes the
+directory.
+
+PostgreSQL refuses to run as root, so when the tests run as root every server command runs as
+the `postgres` user through `runuser`, and the temporary directories are given to that user.
+
+The fixture never skips: missing PostgreSQL binaries fail the tests with a message that says
+where they were looked for. The binaries are found through `MCP_TEST_PG_BINDIR`, then
+`pg_config --bindir`, then the Debian layout `/usr/lib/postgresql/<major>/bin`, then `PATH`
+(a Nix shell puts them there).
+"""
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import psycopg
+import pytest
+from pydantic import SecretStr
+
+from mcp_server_suite.config import Settings
+
+__all__ = [
+    "FIXTURE_DATABASE",
+    "PASSWORD_ROLE",
+    "PASSWORD_ROLE_SECRET",
+    "READER_ROLE",
+    "SUPERUSER",
+    "DatabaseState",
+    "PostgresServer",
+    "database_state",
+    "find_postgres_bindir",
+    "reader_settings",
+    "start_postgres",
+    "stop_postgres",
+]
+
+SUPERUSER: Final = "postgres"
+READER_ROLE: Final = "mcp_reader"
+# A role that must authenticate with a password, for the tests that prove the password never
+# reaches an error message or a log line.
+PASSWORD_ROLE: Final = "mcp_password"  # noqa: S105  # A role name, not a password.
+PASSWORD_ROLE_SECRET: Final = "s3cr3t-Pa55word-never-logged"  # noqa: S105  # Throwaway test server.
+FIXTURE_DATABASE: Final = "app"
+
+_REPO: Final = Path(__file__).resolve().parents[2]
+_FIXTURE_SCHEMA: Final = _REPO / "tests" / "vectors" / "sql_fixture_schema.sql"
+_ROLE_SCRIPT: Final = _REPO / "scripts" / "least-privilege-role.sql"
+
+# Unix socket paths are limited to 107 bytes (sun_path); PostgreSQL appends
+# "/.s.PGSQL.5432", so a socket directory longer than this falls back to /tmp.
+_MAX_SOCKET_DIR: Final = 80
+# Generous bounds for a cold start on a loaded CI machine.
+_START_TIMEOUT_S: Final = 60
+
+_SERVER_SETTINGS: Final = {
+    "listen_addresses": "''",
+    "unix_socket_permissions": "0777",
+    "max_connections": "60",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    # Autovacuum's ANALYZE takes transaction ids; with it off, the xid counter moves only
+    # when a test's own statement takes one, which the layer tests measure.
+    "autovacuum": "off",
+    # Every statement is logged with the protocol it arrived by ("statement:" for the simple
+    # protocol, "execute <unnamed>:" for the extended one), which the protocol test reads.
+    "log_statement": "'all'",
+    "log_min_messages": "warning",
+    "logging_collector": "off",
+    "max_locks_per_transaction": "64",
+    # Results are compared with fixed expectations, so the server's zone is fixed too.
+    "timezone": "'UTC'",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresServer:
+    """A running throwaway server.
+
+    Attributes:
+        socket_dir: The directory holding the Unix socket.
+        log_file: The server's log.
+        bindir: The directory of the PostgreSQL programs.
+    """
+
+    socket_dir: Path
+    log_file: Path
+    bindir: Path
+
+    @property
+    def has_dblink(self) -> bool:
+        """Whether the dblink extension was available and installed by the fixture."""
+        with self.connect() as conn:
+            row = conn.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'dblink')")
+            return row.fetchone() == (True,)
+
+    def dsn(self, user: str = READER_ROLE, *, password: str | None = None) -> str:
+        """Return a `postgresql://` URI for `user` on the fixture database, over the socket."""
+        auth = user if password is None else f"{user}:{password}"
+        return f"postgresql://{auth}@/{FIXTURE_DATABASE}?host={self.socket_dir}"
+
+    @property
+    def superuser_dsn(self) -> str:
+        """The URI of the superuser on the fixture database."""
+        return self.dsn(SUPERUSER)
+
+    def connect(self, user: str = SUPERUSER) -> psycopg.Connection[tuple[Any, ...]]:
+        """Open a synchronous autocommit connection (the caller closes it)."""
+        return psycopg.connect(self.dsn(user), autocommit=True)
+
+    def psql(self, *args: str, user: str = SUPERUSER, input_text: str | None = None) -> str:
+        """Run psql against the fixture database and return its standard output."""
+        result = subprocess.run(
+            [
+                str(self.bindir / "psql"),
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                str(self.socket_dir),
+                "-U",
+                user,
+                "-d",
+                FIXTURE_DATABASE,
+                *args,
+            ],
+            input=input_text,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=_START_TIMEOUT_S,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"psql {args!r} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def log_text(self) -> str:
+        """Return the server log so far."""
+        return self.log_file.read_text(encoding="utf-8", errors="replace")
+
+
+def reader_settings(server: PostgresServer, **overrides: object) -> Settings:
+    """Return settings that point `read_only_sql` at the fixture database as `mcp_reader`.
+
+    Timeouts are short so that the resource cases of the corpus end quickly.
+    """
+    values: dict[str, object] = {
+        "sql_dsn": SecretStr(server.dsn()),
+        "sql_connect_timeout": 5.0,
+        "sql_query_timeout": 2.0,
+        "sql_pool_max_size": 2,
+        "sql_application_name": "mcp-tests",
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]  # The overrides are Settings fields.
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseState:
+    """What a read-only tool must never change, as seen by the superuser.
+
+    Attributes:
+        tables: A digest of every row of the fixture's tables, by table.
+        large_objects: The OIDs of all large objects.
+        sequences: (last_value, is_called) of the fixture's sequences.
+        advisory_locks: Advisory locks held by any session.
+        next_xid: The next transaction id to be assigned (xmax of a fresh snapshot).
+        wal_lsn: The current WAL insert position.
+    """
+
+    tables: tuple[tuple[str, str], ...]
+    large_objects: tuple[int, ...]
+    sequences: tuple[tuple[str, int, bool], ...]
+    advisory_locks: int
+    next_xid: int
+    wal_lsn: str
+
+
+_STATE_TABLES: Final = ("t", "audit", "private", "victim")
+_STATE_SEQUENCES: Final = ("s", "audit_id_seq")
+
+
+def database_state(server: PostgresServer) -> DatabaseState:
+    """Read the state the layer and corpus tests compare before and after."""
+    with server.connect() as conn:
+        tables = []
+        for table in _STATE_TABLES:
+            row = conn.execute(
+                f"SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) "  # noqa: S608  # Fixed table names.
+                f"FROM public.{table} AS x"
+            ).fetchone()
+            tables.append((table, str(row[0] if row else "")))
+        objects = conn.execute("SELECT oid::int8 FROM pg_largeobject_metadata ORDER BY 1")
+        sequences = []
+        for sequence in _STATE_SEQUENCES:
+            row = conn.execute(f"SELECT last_value, is_called FROM public.{sequence}").fetchone()  # noqa: S608  # Fixed sequence names.
+            sequences.append((sequence, int(row[0]), bool(row[1])) if row else (sequence, 0, False))
+        locks = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        xid = conn.execute("SELECT txid_snapshot_xmax(txid_current_snapshot())")
+        # The xid counter is read before the WAL position: reading it takes no xid itself.
+        next_xid = int(xid.fetchone()[0])  # type: ignore[index]  # One row, always.
+        lsn = conn.execute("SELECT pg_current_wal_insert_lsn()::text")
+        return DatabaseState(
+            tables=tuple(tables),
+            large_objects=tuple(int(r[0]) for r in objects.fetchall()),
+            sequences=tuple(sequences),
+            advisory_locks=int(locks.fetchone()[0]),  # type: ignore[index]  # One row, always.
+            next_xid=next_xid,
+            wal_lsn=str(lsn.fetchone()[0]),  # type: ignore[index]  # One row, always.
+        )
+
+
+def find_postgres_bindir() -> Path:
+    """Locate the directory holding `initdb`, `pg_ctl`, `postgres` and `psql`.
+
+    Returns:
+        The directory.
+
+    Raises:
+        RuntimeError: No candidate holds the programs; the message lists the candidates.
+    """
+    candidates: list[Path] = []
+    configured = os.environ.get("MCP_TEST_PG_BINDIR")
+    if configured:
+        candidates.append(Path(configured))
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, check=True, timeout=10
+            )
+            candidates.append(Path(out.stdout.strip()))
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
+    candidates.extend(debian)
+    initdb = shutil.which("initdb")
+    if initdb:
+        candidates.append(Path(initdb).parent)
+    for candidate in candidates:
+        if all((candidate / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres", "psql")):
+            return candidate
+    raise RuntimeError(
+        "The SQL tests need PostgreSQL's server programs (initdb, pg_ctl, postgres, psql); "
+        "none were found in MCP_TEST_PG_BINDIR, `pg_config --bindir`, "
+        "/usr/lib/postgresql/*/bin or PATH. Install PostgreSQL (Debian: postgresql and "
+        "postgresql-contrib) or set MCP_TEST_PG_BINDIR. Searched: "
+        + ", ".join(str(c) for c in candidates)
+    )
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    # The server refuses to run as root; run its programs as the postgres user instead.
+    if os.geteuid() == 0:
+        return ["runuser", "-u", SUPERUSER, "--", *argv]
+    return argv
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(
+        _as_server_user(argv), capture_output=True, text=True, check=False, timeout=_START_TIMEOUT_S
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{Path(argv[0]).name} failed: {result.stderr.strip()}")
+
+
+def _make_dir(prefix: str) -> Path:
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    if len(str(base)) > _MAX_SOCKET_DIR or (os.geteuid() == 0 and not _traversable(base.parent)):
+        shutil.rmtree(base)
+        # A short, world-traversable fallback.
+        base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    if os.geteuid() == 0:
+        shutil.chown(base, SUPERUSER, SUPERUSER)
+    return base
+
+
+def _traversable(directory: Path) -> bool:
+    # The postgres user must be able to reach the directory through every ancestor.
+    return all(os.stat(p).st_mode & 0o001 for p in [directory, *directory.parents])
+
+
+def _write_config(data_dir: Path, socket_dir: Path) -> None:
+    settings = dict(_SERVER_SETTINGS, unix_socket_directories=f"'{socket_dir}'")
+    with (data_dir / "postgresql.conf").open("a", encoding="utf-8") as conf:
+        conf.write("\n# Throwaway test server.\n")
+        for name, value in settings.items():
+            conf.write(f"{name} = {value}\n")
+    # Unix socket only; one role must present a password, every other role is trusted.
+    (data_dir / "pg_hba.conf").write_text(
+        f"local all {PASSWORD_ROLE} scram-sha-256\nlocal all all trust\n", encoding="utf-8"
+    )
+
+
+def start_postgres() -> tuple[PostgresServer, Path]:
+    """Create, start and load a throwaway server.
+
+    Returns:
+        The server, and the base directory to pass to `stop_postgres`.
+
+    Raises:
+        RuntimeError: A PostgreSQL program or a setup step failed.
+    """
+    bindir = find_postgres_bindir()
+    base = _make_dir("mcp-pg-")
+    data_dir = base / "data"
+    socket_dir = base / "sock"
+    log_file = base / "server.log"
+    for path in (data_dir, socket_dir):
+        path.mkdir(mode=0o700)
+        if os.geteuid() == 0:
+            shutil.chown(path, SUPERUSER, SUPERUSER)
+    socket_dir.chmod(0o755)
+    _run(
+        [
+            str(bindir / "initdb"),
+            "-D",
+            str(data_dir),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        ]
+    )
+    _write_config(data_dir, socket_dir)
+    if os.geteuid() == 0:
+        shutil.chown(data_dir / "pg_hba.conf", SUPERUSER, SUPERUSER)
+        log_file.touch()
+        shutil.chown(log_file, SUPERUSER, SUPERUSER)
+    _run(
+        [
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data_dir),
+            "-l",
+            str(log_file),
+            "-w",
+            "-t",
+            str(_START_TIMEOUT_S),
+            "start",
+        ]
+    )
+    server = PostgresServer(socket_dir=socket_dir, log_file=log_file, bindir=bindir)
+    try:
+        _load_fixture(server)
+    except BaseException:
+        stop_postgres(server, base)
+        raise
+    return server, base
+
+
+def _load_fixture(server: PostgresServer) -> None:
+    with psycopg.connect(
+        f"postgresql://{SUPERUSER}@/postgres?host={server.socket_dir}", autocommit=True
+    ) as conn:
+        conn.execute(f'CREATE DATABASE "{FIXTURE_DATABASE}"')
+    with server.connect() as conn:
+        has_dblink = conn.execute(
+            "SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = 'dblink')"
+        ).fetchone() == (True,)
+    schema = _FIXTURE_SCHEMA.read_text(encoding="utf-8")
+    if not has_dblink:
+        # Without postgresql-contrib the fixture degrades on purpose: the dblink extension and
+        # its comment are left out, the corpus's dblink cases are refused by the policy by
+        # name all the same, and the layer tests expect "function does not exist" instead.
+        schema = "\n".join(line for line in schema.splitlines() if "dblink" not in line)
+    server.psql(input_text=schema)
+    server.psql(
+        "-v",
+        f"reader={READER_ROLE}",
+        "-v",
+        "schema=public",
+        "-v",
+        f"owner={SUPERUSER}",
+        "-v",
+        "revoke_public_execute=1",
+        "-f",
+        str(_ROLE_SCRIPT),
+    )
+    with server.connect() as conn:
+        # The fixture exposes t, v and v_evil only (as it does to its own mcp_ro role); the
+        # script's schema-wide grant is narrowed back for the tables the corpus keeps private.
+        conn.execute(
+            f"REVOKE ALL ON public.private, public.audit, public.victim FROM {READER_ROLE}"
+        )
+        # The reader's timeouts are short so that the corpus's resource cases end quickly.
+        conn.execute(f"ALTER ROLE {READER_ROLE} SET statement_timeout = '3s'")
+        conn.execute(
+            f"CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD_ROLE_SECRET}' "
+            "NOSUPERUSER NOINHERIT"
+        )
+        conn.execute(f"GRANT CONNECT ON DATABASE {FIXTURE_DATABASE} TO {PASSWORD_ROLE}")
+
+
+def stop_postgres(server: PostgresServer, base: Path) -> None:
+    """Stop the server immediately and remove its directory."""
+    data_dir = base / "data"
+    with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
+        _run([str(server.bindir / "pg_ctl"), "-D", str(data_dir), "-m", "immediate", "-w", "stop"])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server with the corpus fixture loaded, for the whole session."""
+    try:
+        server, base = start_postgres()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        stop_postgres(server, base)

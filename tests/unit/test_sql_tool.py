@@ -1,0 +1,1037 @@
+"""`read_only_sql`: the contract table, the LIMIT rewrite, the single-statement rule, and the
+tool end to end against the throwaway PostgreSQL server.
+
+This is the module the mutation checks run: skipping the LIMIT rewrite or letting a second
+statement through must make it fail (`scripts/mutations.toml`).
+
+The LIMIT design: the statement that runs carries `LIMIT min(literal, max_rows + 1)`, or
+`LIMIT max_rows + 1` when the query has no plain literal limit, and the cursor fetches at most
+`max_rows + 1` rows. The caller receives at most `max_rows`; `truncated` is true exactly when
+the extra row exists. The design document's table writes the cap as "LIMIT 50": that is what
+the caller sees, and the one probe row above it is what makes `truncated` exact.
+"""
+
+# ruff: noqa: S608
+# (The tests build SQL text on purpose: hostile queries are what they feed the policy.)
+
+import asyncio
+import logging
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+from pydantic import ValidationError
+
+from mcp_server_suite.config import ConfigError, SecretStr, Settings
+from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
+from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.schemas.sql import ReadOnlySQLParams, ReadOnlySQLResult
+from mcp_server_suite.tools.sql import (
+    CheckedQuery,
+    PolicyDefect,
+    SQLTool,
+    build_sql_tool,
+    check_untrusted_sql,
+)
+from mcp_server_suite.tools.sql_policy import FunctionPolicy
+from tests.support.postgres import (
+    PASSWORD_ROLE,
+    PASSWORD_ROLE_SECRET,
+    PostgresServer,
+    database_state,
+    reader_settings,
+)
+
+T = TypeVar("T")
+
+POLICY = FunctionPolicy()
+
+
+def checked(query: str, max_rows: int = 50) -> CheckedQuery:
+    return check_untrusted_sql(query, max_rows=max_rows, functions=POLICY)
+
+
+def refusal(query: str, max_rows: int = 50) -> ToolFailure:
+    with pytest.raises(ToolFailure) as caught:
+        checked(query, max_rows)
+    return caught.value
+
+
+def run_with_tool(settings: Settings, body: Callable[[SQLTool], Awaitable[T]]) -> T:
+    async def main() -> T:
+        tool = SQLTool(settings)
+        try:
+            return await body(tool)
+        finally:
+            await tool.aclose()
+
+    return asyncio.run(main())
+
+
+def query(settings: Settings, text: str, max_rows: int = 50) -> ReadOnlySQLResult:
+    return run_with_tool(
+        settings, lambda tool: tool.run(ReadOnlySQLParams(query=text, max_rows=max_rows))
+    )
+
+
+def query_failure(settings: Settings, text: str, max_rows: int = 50) -> ToolFailure:
+    with pytest.raises(ToolFailure) as caught:
+        query(settings, text, max_rows)
+    return caught.value
+
+
+# --- The design document's table -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "executed"),
+    [
+        ("SELECT id, name FROM users", "SELECT id, name FROM users LIMIT 51"),
+        ("SELECT * FROM t LIMIT 10", "SELECT * FROM t LIMIT 10"),
+        ("SELECT * FROM t LIMIT 500", "SELECT * FROM t LIMIT 51"),
+    ],
+)
+def test_contract_table_limits(text: str, executed: str) -> None:
+    assert checked(text).sql == executed
+
+
+def test_contract_table_refuses_a_second_statement() -> None:
+    failure = refusal("SELECT 1; DROP TABLE t")
+    assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
+    assert failure.problem.detail.startswith("Exactly one statement is allowed")
+    assert failure.problem.invalid_params == ("query",)
+
+
+def test_contract_table_refuses_a_write_in_a_cte() -> None:
+    failure = refusal("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d")
+    assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
+    assert failure.problem.detail.startswith("DELETE is not allowed")
+
+
+def test_contract_table_refuses_pg_sleep() -> None:
+    failure = refusal("SELECT pg_sleep(10)")
+    assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
+    assert failure.problem.detail.startswith("Function pg_sleep() is not allowed")
+
+
+# --- The LIMIT rewrite -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "max_rows", "limit"),
+    [
+        ("SELECT * FROM t", 50, 51),
+        ("SELECT * FROM t", 5, 6),
+        ("SELECT * FROM t LIMIT 3", 5, 3),
+        ("SELECT * FROM t LIMIT 5", 5, 5),
+        ("SELECT * FROM t LIMIT 6", 5, 6),
+        ("SELECT * FROM t LIMIT 7", 5, 6),
+        ("SELECT * FROM t LIMIT 0", 50, 0),
+        ("SELECT * FROM t LIMIT 007", 50, 7),
+        ("SELECT * FROM t LIMIT ALL", 50, 51),
+        ("SELECT * FROM t LIMIT NULL", 50, 51),
+        ("SELECT * FROM t LIMIT 1e20", 50, 51),
+        ("SELECT * FROM t LIMIT 5.5", 50, 51),
+        ("SELECT * FROM t LIMIT (SELECT 5)", 50, 51),
+        ("SELECT * FROM t LIMIT 2 + 3", 50, 51),
+        ("SELECT * FROM t FETCH FIRST 4 ROWS ONLY", 50, 4),
+        ("SELECT * FROM t FETCH FIRST ROW ONLY", 50, 1),
+        ("SELECT * FROM t FETCH FIRST 400 ROWS ONLY", 50, 51),
+        ("SELECT * FROM t ORDER BY id FETCH FIRST 4 ROWS WITH TIES", 50, 51),
+        ("SELECT * FROM t FETCH FIRST 10 PERCENT ROWS ONLY", 50, 51),
+        ("SELECT 1 UNION SELECT 2 LIMIT 100", 50, 51),
+        ("SELECT 1 UNION SELECT 2 LIMIT 2", 50, 2),
+        ("SELECT 1 INTERSECT SELECT 1 EXCEPT SELECT 2", 10, 11),
+    ],
+)
+def test_outer_limit_is_min_of_literal_and_cap(text: str, max_rows: int, limit: int) -> None:
+    result = checked(text, max_rows)
+    assert result.limit == limit
+    assert result.max_rows == max_rows
+    assert result.sql.endswith(f"LIMIT {limit}")
+
+
+def test_limit_rewrite_applies_to_the_whole_set_operation() -> None:
+    assert checked("SELECT 1 UNION SELECT 2 LIMIT 100").sql == "SELECT 1 UNION SELECT 2 LIMIT 51"
+    assert (
+        checked("(SELECT 1 LIMIT 500) UNION ALL (SELECT 2 LIMIT 500)").sql
+        == "(SELECT 1 LIMIT 500) UNION ALL (SELECT 2 LIMIT 500) LIMIT 51"
+    )
+
+
+def test_limit_rewrite_keeps_offset_and_inner_limits() -> None:
+    assert (
+        checked("SELECT * FROM t ORDER BY id LIMIT 10 OFFSET 5").sql
+        == "SELECT * FROM t ORDER BY id LIMIT 10 OFFSET 5"
+    )
+    assert (
+        checked("SELECT * FROM (SELECT * FROM t LIMIT 500) AS s").sql
+        == "SELECT * FROM (SELECT * FROM t LIMIT 500) AS s LIMIT 51"
+    )
+
+
+def test_limit_words_inside_literals_are_untouched() -> None:
+    assert checked("SELECT 'limit 5' AS s FROM t").sql == "SELECT 'limit 5' AS s FROM t LIMIT 51"
+
+
+# --- One statement ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT 1; DROP TABLE victim",
+        "SELECT 1; SELECT 2",
+        "SELECT 1;/*;*/SELECT 2",
+        "SELECT 1 ; ; SELECT pg_sleep(5)",
+        "COMMIT; DROP TABLE victim",
+        "SELECT 1 AS x$a$; DROP TABLE victim; SELECT 1 AS y$a$",
+        "SELECT 'a\\'; DROP TABLE victim; --'",
+    ],
+)
+def test_more_than_one_statement_is_refused(text: str) -> None:
+    failure = refusal(text)
+    assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["SELECT 1;", "SELECT 1;;", ";SELECT 1", "SELECT 1; -- a trailing comment", "SELECT 1 /* ; */"],
+)
+def test_empty_statements_and_trailing_comments_are_not_statements(text: str) -> None:
+    assert checked(text).sql == "SELECT 1 LIMIT 51"
+
+
+@pytest.mark.parametrize("text", ["-- only a comment", ";", "/* nothing */ ;;"])
+def test_no_statement_is_a_validation_error(text: str) -> None:
+    assert refusal(text).problem.code is MCPErrorCode.VALIDATION_ERROR
+
+
+# --- Arguments and results ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "SELEC"},
+        {"query": "x" * 10_001},
+        {"query": "SELECT\x001"},
+        {"query": "      \n\t  "},
+        {"query": "SELECT 1", "max_rows": 0},
+        {"query": "SELECT 1", "max_rows": 51},
+        {"query": "SELECT 1", "max_rows": "5"},
+        {"query": "SELECT 1", "limit": 5},
+    ],
+)
+def test_arguments_outside_the_contract_are_refused(arguments: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ReadOnlySQLParams.model_validate_json(__import__("json").dumps(arguments))
+
+
+def test_argument_defaults() -> None:
+    assert ReadOnlySQLParams(query="SELECT 1").max_rows == 50
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"columns": ["a"], "rows": [[1]], "row_count": 2, "truncated": False},
+        {"columns": ["a"], "rows": [[1, 2]], "row_count": 1, "truncated": False},
+        {"columns": ["a"], "rows": [[1]] * 51, "row_count": 51, "truncated": True},
+    ],
+)
+def test_result_contract_is_checked(result: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ReadOnlySQLResult.model_validate(result)
+
+
+# --- Building the tool -----------------------------------------------------------------------
+
+
+def test_build_sql_tool_describes_the_tool() -> None:
+    spec = build_sql_tool(Settings(sql_dsn=SecretStr("postgresql://u@/db?host=/nonexistent")))
+    assert spec.name == "read_only_sql"
+    assert spec.params_model is ReadOnlySQLParams
+    assert spec.result_model is ReadOnlySQLResult
+    close = spec.close
+    assert close is not None
+
+    async def close_it() -> None:
+        await close()  # Closing a tool that never ran is a no-op.
+
+    asyncio.run(close_it())
+
+
+@pytest.mark.parametrize("entry", ["pg_sleep", "public.dblink_exec", "lo_import", "set_config"])
+def test_denied_extra_functions_stop_the_server(entry: str) -> None:
+    settings = Settings(
+        sql_dsn=SecretStr("postgresql://u@/db"), sql_allowed_functions=frozenset({"abs", entry})
+    )
+    with pytest.raises(ConfigError) as caught:
+        build_sql_tool(settings)
+    assert caught.value.variable == "MCP_SQL_ALLOWED_FUNCTIONS"
+
+
+def test_tool_needs_a_dsn() -> None:
+    with pytest.raises(ConfigError):
+        SQLTool(Settings())
+
+
+def test_importing_the_tool_loads_no_sql_stack() -> None:
+    # A fresh interpreter: the suite itself has loaded everything long ago.
+    code = (
+        "import sys, mcp_server_suite.tools.sql, mcp_server_suite.schemas.sql;"
+        "from mcp_server_suite.tools import build_registry;"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in"
+        " ('sqlglot', 'psycopg', 'psycopg_pool')];"
+        "print(loaded); sys.exit(1 if loaded else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_refusal_on_the_second_check_refuses_the_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_server_suite.tools import sql_policy
+
+    # A policy that refuses the regenerated text (and only that) stands in for sqlglot
+    # rendering a construct the first check never saw.
+    original = sql_policy.parse_untrusted_sql
+
+    def refuse_regenerated(text: str) -> Any:
+        if "LIMIT 51" in text:
+            raise ToolFailure("refused on the second check")
+        return original(text)
+
+    monkeypatch.setattr(sql_policy, "parse_untrusted_sql", refuse_regenerated)
+    failure = refusal("SELECT 1")
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.detail.endswith("second check (refused on the second check)")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["SELECT sha2('a', 'b')", "SELECT btrim(1, 2, 3)", "SELECT unicode('a', 'b')"],
+)
+def test_sqlglot_names_postgresql_lacks_are_refused(text: str) -> None:
+    # Found by test_sql_policy's sweep over every function name sqlglot knows: sqlglot built
+    # these into classes whose SQL failed the second check; now they stay plain calls.
+    assert refusal(text).problem.code in {
+        MCPErrorCode.VALIDATION_ERROR,
+        MCPErrorCode.QUERY_VIOLATION,
+    }
+
+
+def test_a_lost_row_cap_is_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_server_suite.tools import sql_policy
+
+    monkeypatch.setattr(sql_policy, "stated_row_count", lambda clause: None)
+    with pytest.raises(PolicyDefect):
+        checked("SELECT 1")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("SELECT initcap('a b', ' ')", "INITCAP does not support custom delimiters"),
+        ("SELECT regexp_like('abc', 'b', 'x')", "Only the case flags"),
+    ],
+)
+def test_unrenderable_constructs_are_refused(text: str, reason: str) -> None:
+    # sqlglot cannot render these faithfully for PostgreSQL; approximating them would run
+    # something other than what was checked.
+    failure = refusal(text)
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert "cannot reproduce exactly" in failure.problem.detail
+    assert reason in failure.problem.detail
+
+
+def test_render_failures_fail_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlglot import exp
+    from sqlglot.errors import UnsupportedError
+
+    def empty(self: Any, *args: Any, **kwargs: Any) -> str:
+        raise UnsupportedError("")
+
+    monkeypatch.setattr(exp.Expression, "sql", empty)
+    assert "unsupported construct" in refusal("SELECT 1").problem.detail
+
+    def deep(self: Any, *args: Any, **kwargs: Any) -> str:
+        raise RecursionError
+
+    monkeypatch.setattr(exp.Expression, "sql", deep)
+    assert "nests too deeply" in refusal("SELECT 1").problem.detail
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> str:
+        raise TypeError("'Literal' object is not iterable")
+
+    monkeypatch.setattr(exp.Expression, "sql", broken)
+    assert refusal("SELECT 1").problem.detail == (
+        "The query uses a construct the policy cannot reproduce."
+    )
+
+
+@pytest.mark.parametrize("text", ["SELECT match_against(1, 2)", "SELECT j_s_o_n_object(1)"])
+def test_sqlglot_internal_names_that_cannot_render_are_refused(text: str) -> None:
+    # sqlglot registers every class under a name of its own; these crash its generator.
+    assert refusal(text).problem.code in {
+        MCPErrorCode.VALIDATION_ERROR,
+        MCPErrorCode.QUERY_VIOLATION,
+    }
+
+
+# --- Against the server ----------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_cap_truncates_and_says_so(postgres_server: PostgresServer) -> None:
+    settings = reader_settings(postgres_server)
+    result = query(settings, "SELECT * FROM t ORDER BY id")
+    assert result.row_count == len(result.rows) == 50
+    assert result.truncated is True
+    assert result.columns == ["id", "name", "secret"]
+    assert result.rows[0] == [1, "n1", "s1"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("text", "max_rows", "rows", "truncated"),
+    [
+        ("SELECT * FROM t WHERE id <= 50", 50, 50, False),
+        ("SELECT * FROM t WHERE id <= 51", 50, 50, True),
+        ("SELECT * FROM t ORDER BY id LIMIT 50", 50, 50, False),
+        ("SELECT * FROM t ORDER BY id LIMIT 51", 50, 50, True),
+        ("SELECT * FROM t ORDER BY id LIMIT 10", 50, 10, False),
+        ("SELECT * FROM t ORDER BY id LIMIT 500", 50, 50, True),
+        ("SELECT * FROM t LIMIT ALL", 50, 50, True),
+        ("SELECT * FROM t WHERE id <= 5", 5, 5, False),
+        ("SELECT * FROM t WHERE id <= 6", 5, 5, True),
+        ("SELECT * FROM t LIMIT 0", 5, 0, False),
+        (
+            "SELECT g FROM generate_series(1, 30) AS g "
+            "UNION ALL SELECT g FROM generate_series(1, 30) AS g",
+            50,
+            50,
+            True,
+        ),
+        ("SELECT 1 UNION SELECT 2 LIMIT 100", 50, 2, False),
+    ],
+)
+def test_truncated_is_exact(
+    postgres_server: PostgresServer, text: str, max_rows: int, rows: int, truncated: bool
+) -> None:
+    result = query(reader_settings(postgres_server), text, max_rows)
+    assert (result.row_count, result.truncated) == (rows, truncated)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT generate_series(1, 1000000000000)",
+        "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
+    ],
+)
+def test_the_server_stops_after_the_cap(postgres_server: PostgresServer, text: str) -> None:
+    started = time.monotonic()
+    result = query(reader_settings(postgres_server, sql_query_timeout=30.0), text)
+    assert (result.row_count, result.truncated) == (50, True)
+    # Unbounded, these run until the statement timeout; capped, they take milliseconds. (A
+    # set-returning function in FROM is materialised whole before its first row; there the
+    # statement timeout and the role's temp_file_limit are the bound, see test_sql_layers.)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.postgres
+def test_a_second_statement_never_reaches_the_server(postgres_server: PostgresServer) -> None:
+    before = database_state(postgres_server)
+    failure = query_failure(reader_settings(postgres_server), "SELECT 1; DROP TABLE victim")
+    assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
+    assert database_state(postgres_server).tables == before.tables
+
+
+@pytest.mark.postgres
+def test_statements_go_over_the_extended_protocol(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import fetch_read_only
+    from mcp_server_suite.tools.sql_values import make_adapters
+
+    marker = f"protocol-{uuid.uuid4().hex}"
+    query(reader_settings(postgres_server), f"SELECT '{marker}' AS marker")
+    lines = [line for line in postgres_server.log_text().splitlines() if marker in line]
+    assert lines, "the server logged the statement"
+    assert all("execute <unnamed>: DECLARE" in line for line in lines), lines
+    assert not any("statement: DECLARE" in line for line in lines), lines
+
+    # The proof that matters: a second statement is refused by PostgreSQL itself.
+    async def stacked() -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            postgres_server.superuser_dsn, autocommit=True, context=make_adapters()
+        )
+        try:
+            await fetch_read_only(
+                conn,
+                "SELECT 1; DROP TABLE victim",
+                max_rows=5,
+                statement_timeout_ms=2000,
+                client_timeout=5,
+            )
+        finally:
+            assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            await conn.close()
+
+    with pytest.raises(ToolFailure) as caught:
+        asyncio.run(stacked())
+    assert caught.value.problem.metadata["sqlstate"] == "42601"
+    assert "cannot insert multiple commands" in caught.value.problem.detail
+    with postgres_server.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM victim").fetchone() == (3,)
+
+
+@pytest.mark.postgres
+def test_values_are_normalised_to_json(postgres_server: PostgresServer) -> None:
+    text = """SELECT 1::int2 AS i2, 2::int4 AS i4, 9007199254740993::int8 AS i8,
+        1.5::float8 AS f, 'NaN'::float8 AS nan, 'Infinity'::float4 AS inf,
+        '-Infinity'::float8 AS ninf, 12.50::numeric AS num, 'NaN'::numeric AS nnum,
+        true AS b, 'txt'::text AS s, '\\x00ff'::bytea AS bin,
+        '2024-01-02'::date AS d, '10:11:12.5'::time AS tm, '10:11:12+02'::timetz AS tz,
+        '2024-01-02 03:04:05.123456'::timestamp AS ts,
+        '2024-01-02 03:04:05+00'::timestamptz AS tstz,
+        'infinity'::timestamp AS ts_inf, '0044-03-15 10:00:00 BC'::timestamp AS ts_bc,
+        '1 year 2 mons 3 days 04:05:06'::interval AS iv,
+        '00000000-0000-0000-0000-000000000001'::uuid AS u, '192.168.0.1/24'::inet AS ip,
+        '10.0.0.0/8'::cidr AS net, '08:00:2b:01:02:03'::macaddr AS mac,
+        int4range(1, 10) AS r, ARRAY[1, 2, NULL] AS a,
+        ARRAY[ARRAY['a', 'b'], ARRAY['c', 'd']] AS a2,
+        '{"a": [1, 2.5, null], "b": {"c": "d"}}'::jsonb AS jb, '[1, 1e400]'::json AS j,
+        ARRAY['{"x": 1}'::jsonb] AS ja, ARRAY['NaN'::float8, 1.5] AS fa,
+        ARRAY['2024-01-02 03:04:05'::timestamp] AS tsa, 'a'::mood AS e, ROW(1, 'a') AS rec,
+        point(1, 2) AS p, NULL AS n"""
+    result = query(reader_settings(postgres_server), text)
+    assert result.truncated is False
+    values = dict(zip(result.columns, result.rows[0], strict=True))
+    assert values == {
+        "i2": 1,
+        "i4": 2,
+        "i8": 9007199254740993,
+        "f": 1.5,
+        "nan": "NaN",
+        "inf": "Infinity",
+        "ninf": "-Infinity",
+        "num": "12.50",
+        "nnum": "NaN",
+        "b": True,
+        "s": "txt",
+        "bin": "\\x00ff",
+        "d": "2024-01-02",
+        "tm": "10:11:12.5",
+        "tz": "10:11:12+02",
+        "ts": "2024-01-02T03:04:05.123456",
+        "tstz": "2024-01-02T03:04:05+00",
+        "ts_inf": "infinity",
+        "ts_bc": "0044-03-15 10:00:00 BC",
+        "iv": "P1Y2M3DT4H5M6S",
+        "u": "00000000-0000-0000-0000-000000000001",
+        "ip": "192.168.0.1/24",
+        "net": "10.0.0.0/8",
+        "mac": "08:00:2b:01:02:03",
+        "r": "[1,10)",
+        "a": [1, 2, None],
+        "a2": [["a", "b"], ["c", "d"]],
+        "jb": {"a": [1, 2.5, None], "b": {"c": "d"}},
+        "j": [1, "1e400"],
+        "ja": [{"x": 1}],
+        "fa": ["NaN", 1.5],
+        "tsa": ["2024-01-02T03:04:05"],
+        "e": "a",
+        "rec": "(1,a)",
+        "p": "(1,2)",
+        "n": None,
+    }
+    # The result is strict JSON end to end.
+    ReadOnlySQLResult.model_validate_json(result.model_dump_json())
+
+
+@pytest.mark.postgres
+def test_oversized_results_are_refused(postgres_server: PostgresServer) -> None:
+    failure = query_failure(
+        reader_settings(postgres_server),
+        "SELECT string_agg(md5(g::text), '') FROM generate_series(1, 200000) AS g",
+    )
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.metadata["result_chars"] == 6_400_000
+
+
+@pytest.mark.postgres
+def test_deeply_nested_json_is_refused(postgres_server: PostgresServer) -> None:
+    deep = "[" * 100 + "]" * 100
+    failure = query_failure(reader_settings(postgres_server), f"SELECT '{deep}'::jsonb AS j")
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.metadata == {"max_json_depth": 64}
+    # Brackets inside strings do not count.
+    result = query(
+        reader_settings(postgres_server), f"""SELECT '["{deep}", {{"k": [[1]]}}]'::jsonb AS j"""
+    )
+    assert result.rows[0][0] == [deep, {"k": [[1]]}]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("text", "code", "sqlstate"),
+    [
+        ("SELECT * FROM no_such_table", MCPErrorCode.VALIDATION_ERROR, "42P01"),
+        ("SELECT no_such_column FROM t", MCPErrorCode.VALIDATION_ERROR, "42703"),
+        ("SELECT * FROM private", MCPErrorCode.ACCESS_DENIED, "42501"),
+        ("SELECT 1 / 0", MCPErrorCode.VALIDATION_ERROR, "22012"),
+        ("SELECT (SELECT id FROM t)", MCPErrorCode.VALIDATION_ERROR, "21000"),
+        ("SELECT * FROM v_evil", MCPErrorCode.QUERY_VIOLATION, "25006"),
+        ("SELECT t.leak FROM t LIMIT 1", MCPErrorCode.QUERY_VIOLATION, "25006"),
+        ("SELECT 2147483647::int4 + 1", MCPErrorCode.VALIDATION_ERROR, "22003"),
+    ],
+)
+def test_postgres_errors_are_mapped_in_band(
+    postgres_server: PostgresServer, text: str, code: MCPErrorCode, sqlstate: str
+) -> None:
+    failure = query_failure(reader_settings(postgres_server), text)
+    assert failure.problem.code is code
+    assert failure.problem.metadata["sqlstate"] == sqlstate
+    assert failure.problem.detail.startswith(f"PostgreSQL refused the query (SQLSTATE {sqlstate})")
+    assert postgres_server.socket_dir.name not in failure.problem.detail
+
+
+@pytest.mark.postgres
+def test_statement_timeout_is_an_execution_timeout(postgres_server: PostgresServer) -> None:
+    started = time.monotonic()
+    failure = query_failure(
+        reader_settings(postgres_server, sql_query_timeout=0.5),
+        "SELECT count(*) FROM generate_series(1, 10000000000)",
+    )
+    assert isinstance(failure, DeadlineExceeded)
+    assert failure.problem.code is MCPErrorCode.EXECUTION_TIMEOUT
+    assert failure.problem.metadata == {"sqlstate": "57014", "timeout_seconds": 0.5}
+    assert time.monotonic() - started < 5
+
+
+async def _active_queries(server: PostgresServer, application: str) -> int:
+    async with await psycopg.AsyncConnection.connect(server.superuser_dsn, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state <> 'idle'",
+            [application],
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def _until_idle(server: PostgresServer, application: str) -> int:
+    for _ in range(50):
+        if not await _active_queries(server, application):
+            return 0
+        await asyncio.sleep(0.05)
+    return await _active_queries(server, application)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("how", ["task.cancel", "deadline"])
+def test_cancellation_cancels_the_server_query(postgres_server: PostgresServer, how: str) -> None:
+    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
+    settings = reader_settings(
+        postgres_server,
+        sql_pool_max_size=1,
+        sql_query_timeout=60.0,
+        sql_application_name=application,
+    )
+    slow = ReadOnlySQLParams(query="SELECT count(*) FROM generate_series(1, 100000000000) AS g")
+    checked(slow.query)  # The query passes the policy (a broken policy fails here, plainly).
+
+    async def body(tool: SQLTool) -> ReadOnlySQLResult:
+        if how == "task.cancel":
+            task = asyncio.create_task(tool.run(slow))
+            await asyncio.sleep(0.5)
+            assert await _active_queries(postgres_server, application) == 1
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await tool.run(slow)
+        assert await _until_idle(postgres_server, application) == 0
+        # The one pooled connection comes back clean and serves the next call.
+        return await tool.run(ReadOnlySQLParams(query="SELECT 1 AS one"))
+
+    result = run_with_tool(settings, body)
+    assert result.rows == [[1]]
+
+
+@pytest.mark.postgres
+def test_the_client_timeout_backs_up_the_server_timeout(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import fetch_read_only
+    from mcp_server_suite.tools.sql_values import make_adapters
+
+    async def body() -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            postgres_server.dsn(), autocommit=True, context=make_adapters()
+        )
+        try:
+            with pytest.raises(DeadlineExceeded) as caught:
+                await fetch_read_only(
+                    conn,
+                    "SELECT count(*) FROM generate_series(1, 100000000000) AS g",
+                    max_rows=5,
+                    statement_timeout_ms=60_000,
+                    client_timeout=0.3,
+                )
+            assert caught.value.problem.metadata == {"timeout_seconds": 0.3}
+            assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            cursor = await conn.execute("SELECT 1")
+            assert await cursor.fetchone() == (1,)
+        finally:
+            await conn.close()
+
+    asyncio.run(body())
+
+
+@pytest.mark.postgres
+def test_sessions_are_pinned_whatever_the_role_defaults(postgres_server: PostgresServer) -> None:
+    role = "mcp_unpinned"
+    with postgres_server.connect() as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.execute(f"ALTER ROLE {role} SET standard_conforming_strings = off")
+        conn.execute(f"ALTER ROLE {role} SET search_path = public, pg_catalog")
+        conn.execute(f"ALTER ROLE {role} SET default_transaction_read_only = off")
+        conn.execute(f"ALTER ROLE {role} SET DateStyle = 'SQL, DMY'")
+    try:
+        settings = reader_settings(postgres_server, sql_dsn=SecretStr(postgres_server.dsn(role)))
+        result = query(
+            settings,
+            "SELECT current_setting('standard_conforming_strings') AS scs, "
+            "current_setting('search_path') AS path, "
+            "current_setting('default_transaction_read_only') AS ro, "
+            "current_setting('client_encoding') AS enc, lower('ABC') AS lowered, "
+            "'2024-01-02'::date AS d",
+        )
+        # pg_catalog comes first: lower() is the built-in, not the fixture's public.lower.
+        assert result.rows == [["on", "pg_catalog, public", "on", "UTF8", "abc", "2024-01-02"]]
+    finally:
+        with postgres_server.connect() as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.postgres
+def test_a_superuser_dsn_is_refused(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable
+
+    settings = reader_settings(
+        postgres_server, sql_dsn=SecretStr(postgres_server.superuser_dsn), sql_connect_timeout=1.0
+    )
+    with (
+        caplog.at_level(logging.WARNING, logger="psycopg.pool"),
+        pytest.raises(DatabaseUnavailable),
+    ):
+        query(settings, "SELECT 1")
+    assert "refusing to run queries as a superuser" in caplog.text
+
+
+@pytest.mark.postgres
+def test_an_unreachable_database_is_an_internal_error(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable
+
+    dsn = f"postgresql://mcp_reader@/app?host={postgres_server.socket_dir}-missing"
+    settings = reader_settings(postgres_server, sql_dsn=SecretStr(dsn), sql_connect_timeout=0.5)
+    with pytest.raises(DatabaseUnavailable) as caught:
+        query(settings, "SELECT 1")
+    assert "no database connection" in str(caught.value)
+
+
+@pytest.mark.postgres
+def test_the_dsn_password_never_reaches_errors_or_logs(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable
+
+    secret = "Zq9-secret-" + uuid.uuid4().hex
+    wrong = postgres_server.dsn(PASSWORD_ROLE, password=secret)
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(DatabaseUnavailable) as caught:
+            query(
+                reader_settings(postgres_server, sql_dsn=SecretStr(wrong), sql_connect_timeout=1.0),
+                "SELECT 1",
+            )
+        # A DSN libpq cannot parse: its error would quote the password, so it is dropped.
+        malformed = f"postgresql://{PASSWORD_ROLE}:{secret}%zz@/app?host=/nowhere"
+        with pytest.raises(DatabaseUnavailable) as malformed_caught:
+            query(reader_settings(postgres_server, sql_dsn=SecretStr(malformed)), "SELECT 1")
+    # Nothing of libpq's parse error is kept, not even as the context.
+    assert malformed_caught.value.__cause__ is None
+    assert malformed_caught.value.__context__ is None
+    for exc in (caught.value, malformed_caught.value):
+        chain: BaseException | None = exc
+        while chain is not None:
+            assert secret not in str(chain)
+            assert secret not in repr(chain)
+            chain = chain.__cause__ or chain.__context__
+    assert "password authentication failed" in caplog.text
+    assert secret not in caplog.text
+    # The right password works, so the failure above was the password and nothing else.
+    good = postgres_server.dsn(PASSWORD_ROLE, password=PASSWORD_ROLE_SECRET)
+    assert query(
+        reader_settings(postgres_server, sql_dsn=SecretStr(good)), "SELECT 1 AS x"
+    ).rows == [[1]]
+
+
+@pytest.mark.postgres
+def test_a_busy_pool_is_a_retryable_problem(postgres_server: PostgresServer) -> None:
+    settings = reader_settings(
+        postgres_server, sql_pool_max_size=1, sql_connect_timeout=0.3, sql_query_timeout=10.0
+    )
+    slow = ReadOnlySQLParams(query="SELECT count(*) FROM generate_series(1, 100000000000) AS g")
+    checked(slow.query)  # The query passes the policy (a broken policy fails here, plainly).
+
+    async def body(tool: SQLTool) -> ToolFailure:
+        holder = asyncio.create_task(tool.run(slow))
+        await asyncio.sleep(0.5)
+        try:
+            with pytest.raises(ToolFailure) as caught:
+                await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+            return caught.value
+        finally:
+            holder.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await holder
+
+    failure = run_with_tool(settings, body)
+    assert failure.problem.code is MCPErrorCode.INTERNAL_ERROR
+    assert failure.problem.metadata == {"retryable": True}
+
+
+@pytest.mark.postgres
+def test_session_state_never_survives_a_call(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import fetch_read_only
+
+    # The policy refuses every way of creating this state, so it is created behind its back,
+    # on the pool's one connection, and the next call must find none of it.
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+
+    async def body(tool: SQLTool) -> list[list[Any]]:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        async with database._pool.connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(42)")
+            await conn.execute("PREPARE leftover AS SELECT 1")
+            await conn.execute("LISTEN leftover")
+            await conn.execute("BEGIN; DECLARE held CURSOR WITH HOLD FOR SELECT 1; COMMIT")
+        async with database._pool.connection() as conn:
+            fetched = await fetch_read_only(
+                conn,
+                "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'),"
+                " (SELECT count(*) FROM pg_prepared_statements),"
+                " (SELECT count(*) FROM pg_listening_channels()),"
+                " (SELECT count(*) FROM pg_cursors WHERE name <> 'mcp_read_only_sql')",
+                max_rows=1,
+                statement_timeout_ms=2000,
+                client_timeout=5,
+            )
+            return fetched.rows
+
+    assert run_with_tool(settings, body) == [[0, 0, 0, 0]]
+
+
+@pytest.mark.postgres
+def test_a_connection_whose_pins_do_not_hold_is_closed(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable
+
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+
+    async def body(tool: SQLTool) -> None:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        async with database._pool.connection() as conn:
+            await conn.execute("SET DateStyle = 'SQL, DMY'")
+            with pytest.raises(DatabaseUnavailable):
+                await database._run_on(conn, checked("SELECT 1"))
+            assert conn.closed
+        # The pool replaces the closed connection.
+        result = await tool.run(ReadOnlySQLParams(query="SELECT 2 AS two"))
+        assert result.rows == [[2]]
+
+    run_with_tool(settings, body)
+
+
+@pytest.mark.postgres
+def test_a_reset_that_finds_broken_pins_discards_the_connection(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+
+    async def body(tool: SQLTool) -> int:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        async with database._pool.connection() as conn:
+            first = conn.pgconn.backend_pid
+            await conn.execute("SET standard_conforming_strings = off")
+        async with database._pool.connection() as conn:
+            return first - conn.pgconn.backend_pid
+
+    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+        assert run_with_tool(settings, body) != 0
+    assert "pinned settings did not hold" in caplog.text
+
+
+@pytest.mark.postgres
+def test_recovery_closes_a_connection_it_cannot_roll_back(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import _recover
+    from mcp_server_suite.tools.sql_values import make_adapters
+
+    async def body() -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            postgres_server.dsn(), autocommit=True, context=make_adapters()
+        )
+        await conn.execute("BEGIN READ ONLY")
+        with postgres_server.connect() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [conn.pgconn.backend_pid])
+        with pytest.raises(psycopg.OperationalError):
+            await _recover(conn)
+        assert conn.closed
+        await _recover(conn)  # Already closed: nothing to do, nothing raised.
+        await conn.close()
+
+    asyncio.run(body())
+
+
+@pytest.mark.postgres
+def test_a_server_failure_mid_query_is_an_internal_error(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable
+
+    application = f"mcp-kill-{uuid.uuid4().hex[:8]}"
+    settings = reader_settings(
+        postgres_server, sql_query_timeout=30.0, sql_application_name=application
+    )
+
+    slow = "SELECT count(*) FROM generate_series(1, 1e11) g"
+    checked(slow)  # The query passes the policy (a broken policy fails here, plainly).
+
+    async def body(tool: SQLTool) -> None:
+        task = asyncio.create_task(tool.run(ReadOnlySQLParams(query=slow)))
+        await asyncio.sleep(0.5)
+        with postgres_server.connect() as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND state = 'active'",
+                [application],
+            )
+        with pytest.raises(DatabaseUnavailable) as caught:
+            await task
+        assert "SQLSTATE" in str(caught.value)
+
+    run_with_tool(settings, body)
+
+
+def test_translation_table_withholds_host_paths() -> None:
+    from mcp_server_suite.tools.sql_session import (
+        DatabaseUnavailable,
+        _echoable,
+        translate_database_error,
+    )
+
+    assert _echoable('could not open file "/etc/passwd" for reading') == "(message withheld)"
+    assert _echoable("could not stat file /var/lib/x") == "(message withheld)"
+    assert _echoable(None) == "(message withheld)"
+    assert _echoable("operator does not exist: integer / text") == (
+        "'operator does not exist: integer / text'"
+    )
+    assert _echoable('invalid input syntax for type date: "2020/01/02"').startswith("'invalid")
+    unknown = translate_database_error(psycopg.OperationalError("server closed"), 1000)
+    assert isinstance(unknown, DatabaseUnavailable)
+    assert "SQLSTATE none" in str(unknown)
+    lock = translate_database_error(psycopg.errors.LockNotAvailable(), 1000)
+    assert isinstance(lock, ToolFailure)
+    assert lock.problem.code is MCPErrorCode.EXECUTION_TIMEOUT
+
+
+def test_read_back_must_be_one_complete_row() -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable, SessionPins
+
+    pins = SessionPins(schemas=("public",), statement_timeout_ms=1000)
+    for row in (None, ("on", "UTF8")):
+        with pytest.raises(DatabaseUnavailable):
+            pins.ensure_read_back(row)
+    good = ("on", "UTF8", "pg_catalog, public", "on", "ISO, YMD", "iso_8601", "hex", "off")
+    pins.ensure_read_back(good)
+    with pytest.raises(DatabaseUnavailable):
+        pins.ensure_read_back((*good[:2], "public, pg_catalog", *good[3:]))
+
+
+@pytest.mark.postgres
+def test_long_queries_are_checked_off_the_event_loop(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql import INLINE_POLICY_CHARS
+
+    columns = ", ".join(f"id + {i} AS c{i}" for i in range(400))
+    text = f"SELECT {columns} FROM t ORDER BY id"
+    assert len(text) > INLINE_POLICY_CHARS
+
+    async def body(tool: SQLTool) -> ReadOnlySQLResult:
+        result = await tool.run(ReadOnlySQLParams(query=text, max_rows=2))
+        await tool.aclose()
+        await tool.aclose()  # Closing twice is harmless.
+        return result
+
+    result = run_with_tool(reader_settings(postgres_server), body)
+    assert (result.row_count, result.truncated, len(result.columns)) == (2, True, 400)
+
+
+@pytest.mark.postgres
+def test_recovering_an_idle_connection_changes_nothing(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql_session import _recover
+
+    async def body() -> None:
+        async with await psycopg.AsyncConnection.connect(
+            postgres_server.dsn(), autocommit=True
+        ) as conn:
+            await _recover(conn)
+            assert not conn.closed
+            assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    asyncio.run(body())
+
+
+@pytest.mark.postgres
+def test_policy_answers_are_cached_per_query_and_cap(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools import sql
+
+    monkeypatch.setattr(sql, "POLICY_CACHE_ENTRIES", 2)
+    checks: list[str] = []
+    original = sql.check_untrusted_sql
+
+    def counting(text: str, **kwargs: Any) -> CheckedQuery:
+        checks.append(text)
+        return original(text, **kwargs)
+
+    monkeypatch.setattr(sql, "check_untrusted_sql", counting)
+
+    async def body(tool: SQLTool) -> list[int]:
+        counts = []
+        for text, rows in [("SELECT 1", 50), ("SELECT 1", 50), ("SELECT 1", 5), ("SELECT 2", 50)]:
+            result = await tool.run(ReadOnlySQLParams(query=text, max_rows=rows))
+            counts.append(result.row_count)
+        # ("SELECT 1", 50) was evicted by the two newer entries; ("SELECT 2", 50) was not.
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        await tool.run(ReadOnlySQLParams(query="SELECT 2"))
+        return counts
+
+    assert run_with_tool(reader_settings(postgres_server), body) == [1, 1, 1, 1]
+    assert checks == ["SELECT 1", "SELECT 1", "SELECT 2", "SELECT 1"]
