@@ -19,11 +19,16 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, NoReturn, TypeVar
 
-from pydantic import SecretStr
-
-__all__ = ["ENV_PREFIX", "KNOWN_VARIABLES", "ConfigError", "Settings", "unknown_variables"]
+__all__ = [
+    "ENV_PREFIX",
+    "KNOWN_VARIABLES",
+    "ConfigError",
+    "SecretStr",
+    "Settings",
+    "unknown_variables",
+]
 
 ENV_PREFIX: Final = "MCP_"
 
@@ -44,6 +49,41 @@ _FALSE: Final = frozenset({"0", "false", "no", "off"})
 _LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 T = TypeVar("T")
+
+
+class SecretStr:
+    """A string that never shows itself: its repr and str are a fixed mask.
+
+    The same contract as Pydantic's `SecretStr`, without importing Pydantic at start-up.
+
+    Args:
+        value: The secret.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        """Return the secret itself, for the one place that must use it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "SecretStr('**********')"
+
+    def __str__(self) -> str:
+        return "**********"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SecretStr) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __reduce__(self) -> NoReturn:
+        # A secret is not serialised by accident, for example into a process pool.
+        raise TypeError("SecretStr cannot be pickled")
 
 
 class ConfigError(ValueError):

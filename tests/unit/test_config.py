@@ -1,6 +1,7 @@
 """Configuration: every variable validated at start-up, secrets never shown."""
 
 import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,10 @@ from mcp_server_suite.config import (
     KNOWN_VARIABLES,
     MAX_DSN_FILE_BYTES,
     ConfigError,
+    SecretStr,
     Settings,
     unknown_variables,
 )
-
 
 # A made-up password: the tests prove it never appears in any message.
 FAKE_PASSWORD = "hunter2"  # noqa: S105  # hygiene: allow-secret-fixture
@@ -233,3 +234,17 @@ def test_unknown_variables_are_reported() -> None:
     environ = {"MCP_SAFE_DATA_DIRR": "/x", "MCP_SQL_DSN": "postgres://a@b/c", "HOME": "/root"}
     assert unknown_variables(environ) == ["MCP_SAFE_DATA_DIRR"]
     assert unknown_variables(dict.fromkeys(KNOWN_VARIABLES, "")) == []
+
+
+def test_secret_str_never_shows_its_value() -> None:
+    secret = SecretStr(FAKE_PASSWORD)
+    assert FAKE_PASSWORD not in repr(secret)
+    assert FAKE_PASSWORD not in str(secret)
+    assert FAKE_PASSWORD not in f"{secret}"
+    assert secret.get_secret_value() == FAKE_PASSWORD
+    assert secret == SecretStr(FAKE_PASSWORD)
+    assert secret != SecretStr("other")
+    assert secret != FAKE_PASSWORD
+    assert hash(secret) == hash(SecretStr(FAKE_PASSWORD))
+    with pytest.raises(TypeError, match="pickled"):
+        pickle.dumps(secret)

@@ -7,7 +7,7 @@ import pytest
 from pydantic import Field
 
 from mcp_server_suite.core.framing import FrameTooLarge
-from mcp_server_suite.core.registry import ToolRegistry, ToolSpec
+from mcp_server_suite.core.registry import RegisteredTool, ToolDescription, ToolRegistry, ToolSpec
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, SessionState, StartCall
 from mcp_server_suite.core.versions import LATEST, SUPPORTED_VERSIONS, negotiate
 from mcp_server_suite.schemas.base import StrictModel
@@ -67,7 +67,7 @@ def error_of(action: object) -> tuple[object, int]:
 
 @pytest.fixture
 def dispatcher() -> Dispatcher:
-    return Dispatcher(ToolRegistry([ECHO]), server_version="9.9.9")
+    return Dispatcher(ToolRegistry([RegisteredTool.loaded(ECHO)]), server_version="9.9.9")
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_initialize_tolerates_newer_client_members(dispatcher: Dispatcher) -> No
 
 
 def tools_for(version: str) -> list[dict[str, Any]]:
-    dispatcher = Dispatcher(ToolRegistry([ECHO]), server_version="1")
+    dispatcher = Dispatcher(ToolRegistry([RegisteredTool.loaded(ECHO)]), server_version="1")
     dispatcher.handle_frame(request(0, "initialize", init_params(version)))
     tools: list[dict[str, Any]] = sent(dispatcher.handle_frame(request(1, "tools/list")))["result"][
         "tools"
@@ -230,7 +230,7 @@ def test_tools_call_starts_a_call(ready: Dispatcher) -> None:
         request(7, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     )
     assert isinstance(action, StartCall)
-    assert (action.request_id, action.spec, action.arguments) == (7, ECHO, {"text": "hi"})
+    assert (action.request_id, action.tool.spec(), action.arguments) == (7, ECHO, {"text": "hi"})
     assert ready.in_flight == {7}
 
 
@@ -309,7 +309,7 @@ def test_id_is_free_again_after_the_call_ends(ready: Dispatcher) -> None:
     [("2024-11-05", False), ("2025-03-26", False), ("2025-06-18", True), ("2025-11-25", True)],
 )
 def test_success_shape_per_revision(version: str, structured: bool) -> None:
-    dispatcher = Dispatcher(ToolRegistry([ECHO]), server_version="1")
+    dispatcher = Dispatcher(ToolRegistry([RegisteredTool.loaded(ECHO)]), server_version="1")
     dispatcher.handle_frame(request(0, "initialize", init_params(version)))
     dispatcher.handle_frame(request(1, "tools/call", {"name": "echo"}))
     result = sent(dispatcher.call_succeeded(1, {"text": "a"}, '{"text":"a"}'))["result"]
@@ -435,15 +435,58 @@ def test_closing_refuses_new_requests_but_ends_calls(ready: Dispatcher) -> None:
 
 def test_registry_rejects_duplicates_and_bad_names() -> None:
     with pytest.raises(ValueError, match="duplicate"):
-        ToolRegistry([ECHO, ECHO])
+        ToolRegistry([RegisteredTool.loaded(ECHO), RegisteredTool.loaded(ECHO)])
     with pytest.raises(ValueError, match="invalid tool name"):
         ToolSpec("Bad Name", "t", "d", EchoParams, EchoResult, echo)
+    with pytest.raises(ValueError, match="invalid tool name"):
+        ToolDescription("Bad Name", "t", "d", {}, {})
 
 
 def test_registry_is_an_ordered_read_only_mapping() -> None:
     other = ToolSpec("other", "Other", "d", EchoParams, EchoResult, echo)
-    registry = ToolRegistry([other, ECHO])
+    registry = ToolRegistry([RegisteredTool.loaded(other), RegisteredTool.loaded(ECHO)])
     assert list(registry) == ["other", "echo"]
     assert len(registry) == 2
-    assert registry["echo"] is ECHO
-    assert registry.schemas("echo") is registry.schemas("echo")
+    assert registry["echo"].spec() is ECHO
+
+
+def test_tools_load_on_first_use_only() -> None:
+    loads: list[str] = []
+    released: list[str] = []
+
+    def load() -> ToolSpec[Any, Any]:
+        loads.append("echo")
+        return ECHO
+
+    tool = RegisteredTool(ECHO.describe(), load, release=lambda: released.append("echo"))
+    assert not tool.is_loaded
+    assert tool.spec() is ECHO
+    assert tool.spec() is ECHO
+    assert loads == ["echo"]
+    assert tool.is_loaded
+
+
+async def test_unloaded_tools_are_released_and_loaded_ones_closed() -> None:
+    events: list[str] = []
+
+    async def close() -> None:
+        events.append("closed")
+
+    closable = ToolSpec("closable", "C", "d", EchoParams, EchoResult, echo, close)
+    unused = RegisteredTool(
+        ECHO.describe(), lambda: ECHO, release=lambda: events.append("released")
+    )
+    used = RegisteredTool(closable.describe(), lambda: closable)
+    used.spec()
+    plain = RegisteredTool.loaded(ECHO)
+    bare = RegisteredTool(ECHO.describe(), lambda: ECHO)
+    for tool in (unused, used, plain, bare):
+        await tool.aclose()
+    assert events == ["released", "closed"]
+
+
+def test_a_loader_must_build_the_tool_it_describes() -> None:
+    other = ToolSpec("other", "Other", "d", EchoParams, EchoResult, echo)
+    tool = RegisteredTool(ECHO.describe(), lambda: other)
+    with pytest.raises(RuntimeError, match="built 'other'"):
+        tool.spec()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import MAX_SAFE_INTEGER, Request, encode, parse_message
-from mcp_server_suite.core.registry import ToolRegistry
+from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, StartCall
 from mcp_server_suite.schemas.errors import ParseError, ProtocolError
 from tests.unit.test_core import ECHO
@@ -134,7 +134,7 @@ def test_every_duplicate_member_is_refused(frame: bytes) -> None:
     )
 )
 def test_dispatcher_never_raises_and_answers_each_id_at_most_once(frames: list[bytes]) -> None:
-    dispatcher = Dispatcher(ToolRegistry([ECHO]), server_version="1")
+    dispatcher = Dispatcher(ToolRegistry([RegisteredTool.loaded(ECHO)]), server_version="1")
     opening = {
         "protocolVersion": "2025-11-25",
         "capabilities": {},
@@ -160,7 +160,7 @@ def test_dispatcher_never_raises_and_answers_each_id_at_most_once(frames: list[b
 @given(st.binary(max_size=4096), st.integers(min_value=1, max_value=300))
 def test_framer_and_dispatcher_survive_any_stream(stream: bytes, chunk: int) -> None:
     framer = LineFramer(256)
-    dispatcher = Dispatcher(ToolRegistry([ECHO]), server_version="1")
+    dispatcher = Dispatcher(ToolRegistry([RegisteredTool.loaded(ECHO)]), server_version="1")
     for start in range(0, len(stream), chunk):
         framer.receive_data(stream[start : start + chunk])
         while (frame := framer.next_frame()) is not NEED_DATA:

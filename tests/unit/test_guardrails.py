@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import Field, model_validator
 
-from mcp_server_suite.core.registry import ToolSpec
+from mcp_server_suite.core.registry import OutputContractError, ToolSpec
 from mcp_server_suite.guardrails.deadline import fail_after
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
-from mcp_server_suite.guardrails.pipeline import Guardrails, OutputContractError
+from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.guardrails.sanitizer import MAX_KEY_CHARS, ensure_clean_arguments
 from mcp_server_suite.schemas.base import StrictModel
 from mcp_server_suite.schemas.errors import DeadlineExceeded, PolicyViolation, ToolFailure

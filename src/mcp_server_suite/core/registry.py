@@ -1,26 +1,48 @@
-"""The tool registry: an immutable mapping from tool name to `ToolSpec`, built at start-up.
+"""The tool registry: what each tool is, described at start-up and loaded on first use.
 
 Rules:
 
-1. A tool is described by data: its name, the strict model its arguments must satisfy, the
-   model its result must satisfy, and one coroutine function from the first to the second.
-   Tools never see JSON-RPC.
-2. The registry is frozen once built. Nothing registers or removes a tool during a session,
+1. A tool has two halves. Its `ToolDescription` is static data (name, title, description,
+   JSON Schemas), enough to answer `tools/list`. Its `ToolSpec` is the implementation: the
+   strict model its arguments must satisfy, the model its result must satisfy, and one
+   coroutine function from the first to the second. Tools never see JSON-RPC.
+2. A `RegisteredTool` pairs the two and loads the spec on the first call, so start-up and
+   `tools/list` import neither Pydantic nor any tool's dependencies. Resources that must be
+   held from start-up (the sandbox root's descriptor) are acquired by the loader's closure
+   before the registry is built; `release` frees them when the tool was never loaded.
+3. The registry is frozen once built. Nothing registers or removes a tool during a session,
    so `tools/list` never changes and the server advertises `listChanged: false`.
-3. Tool names are short lower-case identifiers, so they are safe to echo in any message.
+4. Tool names are short lower-case identifiers, so they are safe to echo in any message.
+5. Arguments are validated in JSON mode against the tool's strict model, and every result
+   is re-checked against its model before it leaves: a result that breaks its own contract
+   is a bug in the tool and is never sent.
 """
 
+from __future__ import annotations
+
+import json
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from pydantic import BaseModel
+from mcp_server_suite.schemas.errors import PolicyViolation
 
-__all__ = ["TOOL_ANNOTATIONS", "ToolRegistry", "ToolSpec"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-ParamsT = TypeVar("ParamsT", bound=BaseModel)
-ResultT = TypeVar("ResultT", bound=BaseModel)
+__all__ = [
+    "TOOL_ANNOTATIONS",
+    "OutputContractError",
+    "RegisteredTool",
+    "ToolDescription",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolSpec",
+]
+
+ParamsT = TypeVar("ParamsT", bound="BaseModel")
+ResultT = TypeVar("ResultT", bound="BaseModel")
 
 # MCP allows longer names; 64 lower-case identifier characters are plenty and always printable.
 _TOOL_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -34,9 +56,36 @@ TOOL_ANNOTATIONS: Final[Mapping[str, bool]] = {
 }
 
 
+class OutputContractError(RuntimeError):
+    """A tool returned a result its own result model refuses: a bug in the tool."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDescription:
+    """What `tools/list` says about a tool: static data, available without loading it."""
+
+    name: str
+    title: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not _TOOL_NAME.fullmatch(self.name):
+            raise ValueError(f"invalid tool name {self.name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A result that passed its output contract, as JSON data and as the same JSON text."""
+
+    structured: dict[str, Any]
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec(Generic[ParamsT, ResultT]):
-    """One tool: its identity, its argument and result contracts, and its implementation.
+    """One tool's implementation: its contracts and the coroutine that runs it.
 
     Attributes:
         name: The name clients call it by.
@@ -55,68 +104,167 @@ class ToolSpec(Generic[ParamsT, ResultT]):
     params_model: type[ParamsT]
     result_model: type[ResultT]
     run: Callable[[ParamsT], Awaitable[ResultT]] = field(repr=False)
-    close: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    close: Callable[[], Coroutine[Any, Any, None]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.fullmatch(self.name):
             raise ValueError(f"invalid tool name {self.name!r}")
 
+    def describe(self) -> ToolDescription:
+        """Derive the static description from the models (this needs Pydantic)."""
+        return ToolDescription(
+            self.name,
+            self.title,
+            self.description,
+            self.params_model.model_json_schema(mode="validation"),
+            self.result_model.model_json_schema(mode="serialization"),
+        )
 
-class ToolRegistry(Mapping[str, ToolSpec[Any, Any]]):
-    """An immutable, ordered mapping of tool name to `ToolSpec`.
+    def parse_arguments(self, arguments: Mapping[str, Any]) -> ParamsT:
+        """Validate arguments in JSON mode against the strict params model.
+
+        Args:
+            arguments: The decoded `arguments` object, already sanitized.
+
+        Returns:
+            The validated arguments.
+
+        Raises:
+            PolicyViolation: The arguments break the model; the problem names each fault
+                and the top-level arguments at fault.
+        """
+        # Pydantic is loaded with the tool's own models; importing it here keeps it off the
+        # start-up path of the registry.
+        from pydantic import ValidationError  # noqa: PLC0415
+
+        try:
+            # JSON mode on purpose: the arguments arrived as JSON, and strict JSON-mode rules
+            # (no string-to-number coercion, no float for an integer) are the contract.
+            return self.params_model.model_validate_json(json.dumps(arguments))
+        except ValidationError as exc:
+            faults: list[str] = []
+            fields: dict[str, None] = {}
+            for error in exc.errors(include_url=False, include_input=False, include_context=False):
+                where = ".".join(str(part) for part in error["loc"]) or "arguments"
+                faults.append(f"{where}: {error['msg']}")
+                if error["loc"]:
+                    fields[str(error["loc"][0])] = None
+            raise PolicyViolation(
+                f"Invalid arguments: {'; '.join(faults)}.", invalid_params=tuple(fields)
+            ) from None
+
+    def check_result(self, result: object) -> ToolOutput:
+        """Re-check a result against the result model, in JSON mode.
+
+        Returns:
+            The result as JSON data and as the same JSON text.
+
+        Raises:
+            OutputContractError: The result is not the model, or breaks it.
+        """
+        from pydantic import ValidationError  # noqa: PLC0415  # Loaded with the models.
+
+        model = self.result_model
+        if not isinstance(result, model):
+            raise OutputContractError(
+                f"tool returned {type(result).__name__}, not {model.__name__}"
+            )
+        text = result.model_dump_json()
+        try:
+            model.model_validate_json(text)
+        except ValidationError as exc:
+            raise OutputContractError(f"result breaks the {model.__name__} contract") from exc
+        structured: dict[str, Any] = json.loads(text)
+        return ToolOutput(structured, text)
+
+
+class RegisteredTool:
+    """A tool as the registry holds it: described now, loaded on its first call.
 
     Args:
-        specs: The tools, in the order `tools/list` reports them.
+        description: The static description `tools/list` reports.
+        load: Builds the implementation; called at most once.
+        release: Frees what was acquired for the tool at start-up, if it is never loaded.
+    """
+
+    __slots__ = ("_load", "_release", "_spec", "description")
+
+    def __init__(
+        self,
+        description: ToolDescription,
+        load: Callable[[], ToolSpec[Any, Any]],
+        release: Callable[[], None] | None = None,
+    ) -> None:
+        self.description: Final = description
+        self._load = load
+        self._release = release
+        self._spec: ToolSpec[Any, Any] | None = None
+
+    @classmethod
+    def loaded(cls, spec: ToolSpec[Any, Any]) -> RegisteredTool:
+        """Register an implementation that is already built (its description is derived)."""
+        tool = cls(spec.describe(), lambda: spec)
+        tool._spec = spec
+        return tool
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the implementation has been built."""
+        return self._spec is not None
+
+    def spec(self) -> ToolSpec[Any, Any]:
+        """Return the implementation, building it on the first call.
+
+        Raises:
+            RuntimeError: The loader built a tool of another name.
+        """
+        if self._spec is None:
+            spec = self._load()
+            if spec.name != self.description.name:
+                raise RuntimeError(f"loader for {self.description.name!r} built {spec.name!r}")
+            self._spec = spec
+        return self._spec
+
+    async def aclose(self) -> None:
+        """Release the tool's resources, whether or not it was ever loaded."""
+        if self._spec is not None:
+            if self._spec.close is not None:
+                await self._spec.close()
+        elif self._release is not None:
+            self._release()
+
+
+class ToolRegistry(Mapping[str, RegisteredTool]):
+    """An immutable, ordered mapping of tool name to `RegisteredTool`.
+
+    Args:
+        tools: The tools, in the order `tools/list` reports them.
 
     Raises:
         ValueError: Two tools share a name.
     """
 
-    __slots__ = ("_schemas", "_specs")
+    __slots__ = ("_tools",)
 
-    def __init__(self, specs: Iterable[ToolSpec[Any, Any]]) -> None:
-        ordered: dict[str, ToolSpec[Any, Any]] = {}
-        for spec in specs:
-            if spec.name in ordered:
-                raise ValueError(f"duplicate tool name {spec.name!r}")
-            ordered[spec.name] = spec
-        self._specs: Final = ordered
-        # JSON Schemas are generated on first use: start-up is user-visible latency.
-        self._schemas: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    def __init__(self, tools: Iterable[RegisteredTool]) -> None:
+        ordered: dict[str, RegisteredTool] = {}
+        for tool in tools:
+            name = tool.description.name
+            if name in ordered:
+                raise ValueError(f"duplicate tool name {name!r}")
+            ordered[name] = tool
+        self._tools: Final = ordered
 
-    def __getitem__(self, name: str) -> ToolSpec[Any, Any]:
-        return self._specs[name]
+    def __getitem__(self, name: str) -> RegisteredTool:
+        return self._tools[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._specs)
+        return iter(self._tools)
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self._tools)
 
     async def aclose(self) -> None:
         """Release every tool's resources, in registration order."""
-        for spec in self._specs.values():
-            if spec.close is not None:
-                await spec.close()
-
-    def schemas(self, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Return the (input, output) JSON Schemas of a tool, generated once and cached.
-
-        Args:
-            name: A registered tool name.
-
-        Returns:
-            The JSON Schema of the arguments and of the structured result.
-
-        Raises:
-            KeyError: No tool has that name.
-        """
-        cached = self._schemas.get(name)
-        if cached is None:
-            spec = self._specs[name]
-            cached = (
-                spec.params_model.model_json_schema(mode="validation"),
-                spec.result_model.model_json_schema(mode="serialization"),
-            )
-            self._schemas[name] = cached
-        return cached
+        for tool in self._tools.values():
+            await tool.aclose()

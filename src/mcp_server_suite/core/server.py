@@ -26,9 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Final, NoReturn, TypeAlias
 
 from mcp_server_suite import SERVER_NAME, SERVER_TITLE
 from mcp_server_suite.core.framing import FrameTooLarge
@@ -39,7 +37,7 @@ from mcp_server_suite.core.jsonrpc import (
     Response,
     parse_message,
 )
-from mcp_server_suite.core.registry import TOOL_ANNOTATIONS, ToolRegistry, ToolSpec
+from mcp_server_suite.core.registry import TOOL_ANNOTATIONS, RegisteredTool, ToolRegistry
 from mcp_server_suite.core.versions import ProtocolRevision, negotiate
 from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import (
@@ -63,6 +61,12 @@ __all__ = [
 
 # Tool names are echoed in errors; 64 characters cover every registered name.
 _ECHO_TOOL_NAME_CHARS: Final = 64
+
+# Protocol versions are ten-character dates; 64 leaves room for any future scheme.
+_MAX_VERSION_CHARS: Final = 64
+
+_CALL_MEMBERS: Final = frozenset({"name", "arguments", "_meta"})
+_LIST_MEMBERS: Final = frozenset({"cursor", "_meta"})
 
 SERVER_DESCRIPTION: Final = (
     "Read-only access to one PostgreSQL database, one directory tree and host metrics, "
@@ -96,7 +100,7 @@ class StartCall:
     """Run a validated `tools/call` envelope through the guardrails as its own task."""
 
     request_id: RequestId
-    spec: ToolSpec[Any, Any]
+    tool: RegisteredTool
     arguments: Mapping[str, JSONValue]
 
 
@@ -110,48 +114,6 @@ class CancelCall:
 # None means "nothing to do" (a notification, a client response, framing noise).
 Action: TypeAlias = Send | StartCall | CancelCall | None
 
-
-class _ClientInfo(BaseModel):
-    # Clients add members in newer revisions; only the two this server reads are checked.
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
-
-    name: str
-    version: str
-
-
-class _InitializeParams(BaseModel):
-    # Forward compatible on purpose: a newer client's extra members must not break the
-    # handshake, or it could never learn which version the server offers instead.
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True, populate_by_name=True)
-
-    protocol_version: str = Field(alias="protocolVersion", max_length=64)
-    capabilities: dict[str, JSONValue]
-    client_info: _ClientInfo = Field(alias="clientInfo")
-
-
-class _CallToolParams(BaseModel):
-    # Closed on purpose: this is the envelope of untrusted tool input.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
-
-    name: str
-    arguments: dict[str, JSONValue] = Field(default_factory=dict)
-    meta: dict[str, JSONValue] | None = Field(default=None, alias="_meta")
-
-
-class _ListToolsParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
-
-    cursor: str | None = None
-    meta: dict[str, JSONValue] | None = Field(default=None, alias="_meta")
-
-
-class _CancelledParams(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True, populate_by_name=True)
-
-    request_id: str | int = Field(alias="requestId")
-
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _Handler: TypeAlias = Callable[["Dispatcher", Request], Action]
 
@@ -306,8 +268,7 @@ class Dispatcher:
             raise ProtocolError(
                 "Invalid request: initialize may be sent only once", request_id=request.id
             )
-        params = _validate(_InitializeParams, request)
-        revision = negotiate(params.protocol_version)
+        revision = negotiate(_initialize_version(request))
         self._revision = revision
         self._state = SessionState.READY
         server_info: dict[str, JSONValue] = {"name": SERVER_NAME, "version": self._server_version}
@@ -329,8 +290,7 @@ class Dispatcher:
         return _result(request.id, {})
 
     def _tools_list(self, request: Request) -> Action:
-        params = _validate(_ListToolsParams, request)
-        if params.cursor is not None:
+        if _list_cursor(request) is not None:
             # The whole list fits one page, so no cursor was ever issued.
             raise InvalidParams(
                 "Invalid cursor: the tool list has a single page",
@@ -344,26 +304,25 @@ class Dispatcher:
         )
 
     def _tools_call(self, request: Request) -> Action:
-        params = _validate(_CallToolParams, request)
-        spec = self._registry.get(params.name)
-        if spec is None:
-            message = f"Unknown tool: {quote(params.name, _ECHO_TOOL_NAME_CHARS)}"
+        name, arguments = _call_envelope(request)
+        tool = self._registry.get(name)
+        if tool is None:
+            message = f"Unknown tool: {quote(name, _ECHO_TOOL_NAME_CHARS)}"
             raise InvalidParams(message, request_id=request.id, invalid_params=("name",))
         self._in_flight.add(request.id)
-        return StartCall(request.id, spec, params.arguments)
+        return StartCall(request.id, tool, arguments)
 
     def _describe(self, name: str, revision: ProtocolRevision) -> dict[str, JSONValue]:
-        spec = self._registry[name]
-        input_schema, output_schema = self._registry.schemas(name)
-        tool: dict[str, JSONValue] = {"name": spec.name}
+        described = self._registry[name].description
+        tool: dict[str, JSONValue] = {"name": described.name}
         if revision.titles:
-            tool["title"] = spec.title
-        tool["description"] = spec.description
-        tool["inputSchema"] = input_schema
+            tool["title"] = described.title
+        tool["description"] = described.description
+        tool["inputSchema"] = described.input_schema
         if revision.structured_content:
-            tool["outputSchema"] = output_schema
+            tool["outputSchema"] = described.output_schema
         if revision.tool_annotations:
-            tool["annotations"] = {"title": spec.title, **TOOL_ANNOTATIONS}
+            tool["annotations"] = {"title": described.title, **TOOL_ANNOTATIONS}
         return tool
 
     def _notification(self, notification: Notification) -> Action:
@@ -371,35 +330,91 @@ class Dispatcher:
             # notifications/initialized needs no action: requests are served from the moment
             # initialize is answered, as the lifecycle allows. Unknown ones are ignored.
             return None
-        try:
-            params = _CancelledParams.model_validate(notification.params)
-        except ValidationError:
-            return None
-        if params.request_id in self._in_flight:
+        request_id = _cancelled_id(notification.params)
+        if request_id is not None and request_id in self._in_flight:
             # The id stays reserved until the task reports back through call_abandoned.
-            return CancelCall(params.request_id)
+            return CancelCall(request_id)
         # Unknown, finished or never-started ids (initialize included) are ignored.
         return None
 
 
-def _validate(model: type[ModelT], request: Request) -> ModelT:
-    try:
-        return model.model_validate(request.params or {})
-    except ValidationError as exc:
-        # Only the model's own member names are echoed; an unknown member is the caller's
-        # text, so it is reported as a fault of `params` rather than repeated.
-        known = {field.alias or name for name, field in model.model_fields.items()}
-        fields = tuple(
-            dict.fromkeys(
-                str(error["loc"][0]) if error["loc"] and error["loc"][0] in known else "params"
-                for error in exc.errors(include_url=False, include_input=False)
-            )
+def _object_params(request: Request, allowed: frozenset[str] | None) -> Mapping[str, JSONValue]:
+    # `_request` has already refused array params, so params are an object or absent.
+    params: Mapping[str, JSONValue] = request.params or {}  # type: ignore[assignment]
+    if allowed is not None and params.keys() - allowed:
+        # An unknown member is the caller's text, so it is reported as a fault of
+        # `params` rather than repeated.
+        _invalid(request, ("params",))
+    return params
+
+
+def _invalid(request: Request, fields: tuple[str, ...]) -> NoReturn:
+    raise InvalidParams(
+        f"Invalid params for {request.method}: check {', '.join(fields)}",
+        request_id=request.id,
+        invalid_params=fields,
+    )
+
+
+def _initialize_version(request: Request) -> str:
+    # Open on purpose: a newer client's extra members must not break the handshake, or it
+    # could never learn which version the server offers instead.
+    params = _object_params(request, None)
+    version = params.get("protocolVersion")
+    info = params.get("clientInfo")
+    faults = tuple(
+        name
+        for name, ok in (
+            ("protocolVersion", isinstance(version, str) and len(version) <= _MAX_VERSION_CHARS),
+            ("capabilities", isinstance(params.get("capabilities"), dict)),
+            (
+                "clientInfo",
+                isinstance(info, dict)
+                and isinstance(info.get("name"), str)
+                and isinstance(info.get("version"), str),
+            ),
         )
-        raise InvalidParams(
-            f"Invalid params for {request.method}: check {', '.join(fields) or 'params'}",
-            request_id=request.id,
-            invalid_params=fields,
-        ) from None
+        if not ok
+    )
+    if faults:
+        _invalid(request, faults)
+    return str(version)
+
+
+def _call_envelope(request: Request) -> tuple[str, Mapping[str, JSONValue]]:
+    # Closed on purpose: this is the envelope of untrusted tool input.
+    params = _object_params(request, _CALL_MEMBERS)
+    name = params.get("name")
+    arguments = params.get("arguments", {})
+    faults = tuple(
+        field
+        for field, ok in (
+            ("name", isinstance(name, str)),
+            ("arguments", isinstance(arguments, dict)),
+            ("_meta", isinstance(params.get("_meta", {}), dict)),
+        )
+        if not ok
+    )
+    if faults:
+        _invalid(request, faults)
+    return str(name), arguments
+
+
+def _list_cursor(request: Request) -> JSONValue:
+    params = _object_params(request, _LIST_MEMBERS)
+    if not isinstance(params.get("_meta", {}), dict):
+        _invalid(request, ("_meta",))
+    return params.get("cursor")
+
+
+def _cancelled_id(params: JSONValue) -> RequestId | None:
+    if not isinstance(params, dict):
+        return None
+    request_id = params.get("requestId")
+    # `type(...) is int` on purpose: true is not an id.
+    if type(request_id) is int or isinstance(request_id, str):
+        return request_id
+    return None
 
 
 def _result(request_id: RequestId, result: Mapping[str, JSONValue]) -> Send:

@@ -12,7 +12,7 @@ Rules:
    and the traceback goes to stderr under that id.
 """
 
-import uuid
+import os
 from collections.abc import Mapping
 from typing import ClassVar, Final, TypeAlias
 
@@ -134,7 +134,7 @@ class DeadlineExceeded(ToolFailure):
 
 def new_correlation_id() -> str:
     """Return a short random id that ties a generic client error to a stderr traceback."""
-    return uuid.uuid4().hex[:16]
+    return os.urandom(8).hex()
 
 
 def to_wire(exc: BaseException, *, correlation_id: str | None = None) -> dict[str, object]:

@@ -12,16 +12,14 @@ Rules:
 """
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from types import MappingProxyType
 from typing import Final, Self, TypeAlias
 
-from pydantic import Field, model_validator
-
-from mcp_server_suite.schemas.base import StrictModel
-
 __all__ = [
+    "MAX_DETAIL_CHARS",
     "PROBLEM_TYPES",
     "JSONRPCCode",
     "MCPErrorCode",
@@ -98,29 +96,44 @@ PROBLEM_TYPES: Final = MappingProxyType(
 
 # Metadata values are scalars so a problem document stays flat and trivially JSON.
 MetadataValue: TypeAlias = str | int | float | bool | None
+_SCALARS: Final = (str, int, float, bool, type(None))
 
 # A problem's detail is one readable sentence; 1,024 characters leave room for the 256
 # characters of echoed caller input that the tools allow, several times over.
 MAX_DETAIL_CHARS: Final = 1024
 
 
-class Problem(StrictModel):
-    """An RFC 9457 problem document, consistent with its `MCPErrorCode` row."""
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """An RFC 9457 problem document, consistent with its `MCPErrorCode` row.
+
+    A plain frozen dataclass rather than a Pydantic model: problems are built by the server
+    itself on every refusal, including before the session's first tool call, and the checks
+    below are all the validation they need.
+
+    Raises:
+        ValueError: On construction, when a member disagrees with the code's row, the detail
+            is longer than `MAX_DETAIL_CHARS`, or a metadata value is not a scalar.
+    """
 
     type: str
     title: str
     status: int
-    detail: str = Field(max_length=MAX_DETAIL_CHARS)
+    detail: str
     code: MCPErrorCode
     invalid_params: tuple[str, ...] = ()
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    metadata: Mapping[str, MetadataValue] = field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _agrees_with_its_row(self) -> Self:
-        row = PROBLEM_TYPES[self.code]
+    def __post_init__(self) -> None:
+        row = PROBLEM_TYPES[MCPErrorCode(self.code)]
         if (self.type, self.title, self.status) != (row.uri, row.title, row.status):
             raise ValueError(f"problem members disagree with the {self.code} row")
-        return self
+        if len(self.detail) > MAX_DETAIL_CHARS:
+            raise ValueError(f"problem detail is longer than {MAX_DETAIL_CHARS} characters")
+        if not all(isinstance(value, _SCALARS) for value in self.metadata.values()):
+            raise ValueError("problem metadata values must be JSON scalars")
+        # Frozen: the mapping is copied into a read-only view, so no holder can change it.
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
 
     @classmethod
     def of(
@@ -129,13 +142,14 @@ class Problem(StrictModel):
         detail: str,
         *,
         invalid_params: tuple[str, ...] = (),
-        metadata: dict[str, MetadataValue] | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
     ) -> Self:
         """Build the problem for `code` from its table row.
 
         Args:
             code: The error code; selects `type`, `title` and `status`.
-            detail: One sentence about this occurrence, written by the server.
+            detail: One sentence about this occurrence, written by the server; cut to
+                `MAX_DETAIL_CHARS` if longer.
             invalid_params: Names of the arguments the caller should correct.
             metadata: Flat, machine-readable facts (for example `retryable`).
 
@@ -143,6 +157,8 @@ class Problem(StrictModel):
             The problem document.
         """
         row = PROBLEM_TYPES[code]
+        if len(detail) > MAX_DETAIL_CHARS:
+            detail = detail[: MAX_DETAIL_CHARS - 3] + "..."
         return cls(
             type=row.uri,
             title=row.title,

@@ -1,13 +1,17 @@
 """The tools, and the one function that decides which of them a session serves.
 
-Each tool module is imported only when its tool is enabled, so a server without a DSN never
-loads the SQL stack.
+Tools are registered from their static descriptions (`catalog.json`) and loaded on their
+first call, so start-up imports no tool's dependencies: not Pydantic, not psutil, and not
+the SQL stack. What must be held from start-up is acquired here, before the session begins:
+the sandbox root is opened now, so a root that cannot be opened stops the server at once.
 """
 
 from typing import Any
 
 from mcp_server_suite.config import Settings
-from mcp_server_suite.core.registry import ToolRegistry, ToolSpec
+from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry, ToolSpec
+from mcp_server_suite.tools._fs_root import OpenedRoot, open_root
+from mcp_server_suite.tools.catalog import load_catalog
 
 __all__ = ["build_registry"]
 
@@ -25,17 +29,40 @@ def build_registry(settings: Settings) -> ToolRegistry:
         ConfigError: A tool's resources could not be set up (for example, the sandbox root
             could not be opened).
     """
-    specs: list[ToolSpec[Any, Any]] = []
+    catalog = load_catalog()
+    tools: list[RegisteredTool] = []
     if settings.sql_dsn is not None:
-        from mcp_server_suite.tools.sql import build_sql_tool  # noqa: PLC0415
-
-        specs.append(build_sql_tool(settings))
+        tools.append(RegisteredTool(catalog["read_only_sql"], lambda: _load_sql(settings)))
     if settings.safe_data_dir is not None:
-        from mcp_server_suite.tools.fs import build_fs_tool  # noqa: PLC0415
-
-        specs.append(build_fs_tool(settings))
+        opened = open_root(settings.safe_data_dir)
+        tools.append(
+            RegisteredTool(
+                catalog["sandbox_fs_read"],
+                lambda: _load_fs(settings, opened),
+                release=opened.close,
+            )
+        )
     if settings.metrics_enabled:
-        from mcp_server_suite.tools.metrics import build_metrics_tool  # noqa: PLC0415
+        tools.append(RegisteredTool(catalog["system_metrics"], lambda: _load_metrics(settings)))
+    return ToolRegistry(tools)
 
-        specs.append(build_metrics_tool(settings))
-    return ToolRegistry(specs)
+
+# The loaders import each tool's module on its first call; that is the point of them.
+
+
+def _load_sql(settings: Settings) -> ToolSpec[Any, Any]:
+    from mcp_server_suite.tools.sql import build_sql_tool  # noqa: PLC0415
+
+    return build_sql_tool(settings)
+
+
+def _load_fs(settings: Settings, opened: OpenedRoot) -> ToolSpec[Any, Any]:
+    from mcp_server_suite.tools.fs import build_fs_tool  # noqa: PLC0415
+
+    return build_fs_tool(settings, opened)
+
+
+def _load_metrics(settings: Settings) -> ToolSpec[Any, Any]:
+    from mcp_server_suite.tools.metrics import build_metrics_tool  # noqa: PLC0415
+
+    return build_metrics_tool(settings)
