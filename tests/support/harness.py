@@ -42,14 +42,18 @@ HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 def base_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Return the minimal environment a server subprocess gets.
 
-    Coverage's own variables are passed on so subprocess coverage is measured; nothing else
-    of the developer's environment (no `MCP_*`) leaks in.
+    Coverage's own variables are passed on so subprocess coverage is measured, and so is
+    `PYTHONPATH`, through which a packaging build (such as Nix's) provides the package and its
+    dependencies to a bare interpreter. Nothing else of the developer's environment (no
+    `MCP_*`) leaks in.
     """
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
     }
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update({k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")})
     if extra:
         env.update(extra)
@@ -191,6 +195,61 @@ class ServerProcess:
     def call_tool(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Call a tool and return the whole response."""
         return self.request("tools/call", {"name": name, "arguments": dict(arguments)})
+
+    def recv_through(
+        self, request_id: Any, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> list[dict[str, Any]]:
+        """Read messages up to and including the first one with `id == request_id`.
+
+        Inline requests are answered in arrival order, so a ping sent after some input
+        marks the point by which every inline answer to that input has been written.
+
+        Returns:
+            Every message read, the one with the id last.
+        """
+        deadline = time.monotonic() + timeout
+        messages: list[dict[str, Any]] = []
+        while True:
+            message = self.recv(max(deadline - time.monotonic(), 0.001))
+            messages.append(message)
+            if message.get("id") == request_id and type(message.get("id")) is type(request_id):
+                return messages
+
+    @property
+    def pid(self) -> int:
+        """The server's process id."""
+        return self.process.pid
+
+    def status_kib(self, field: str) -> int:
+        """Read a memory figure (`VmRSS`, `VmHWM`...) of the server from /proc, in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name == field:
+                return int(value.split()[0])
+        raise KeyError(field)
+
+    def open_fds(self) -> list[str]:
+        """List what the server's open descriptors point at (from /proc/<pid>/fd)."""
+        fd_dir = Path(f"/proc/{self.pid}/fd")
+        targets = []
+        for entry in sorted(fd_dir.iterdir(), key=lambda path: int(path.name)):
+            try:
+                targets.append(f"{entry.name} -> {os.readlink(entry)}")
+            except FileNotFoundError:  # closed between listing and reading
+                continue
+        return targets
+
+    def wait_for_stderr(self, text: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Wait until `text` appears in the server's stderr.
+
+        Raises:
+            TimeoutError: It did not appear in time.
+        """
+        deadline = time.monotonic() + timeout
+        while text not in self.stderr:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not in stderr:\n{self.stderr}")
+            time.sleep(0.01)
 
     def close_stdin(self) -> None:
         """Signal end of input."""

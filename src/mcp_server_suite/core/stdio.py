@@ -14,15 +14,17 @@ Rules:
 4. Shutdown: end of input, SIGINT and SIGTERM stop the reading and give calls in flight a
    grace period; a second signal, or the end of the grace period, cancels them. A failed
    write means the client is gone: calls are cancelled at once. Every path exits 0.
-5. Descriptors are served by what they are: pipes and character devices through asyncio's
-   pipe transports, a connected socket (systemd socket activation passes one socket as
-   stdin and stdout) through one socket transport, and regular files and terminals through
-   plain blocking I/O on a reader thread, because non-blocking mode cannot be set on them
-   safely.
+5. Descriptors are served by what they are: pipes through asyncio's pipe transports, a
+   connected socket (systemd socket activation passes one socket as stdin and stdout)
+   through one socket transport, and regular files, terminals and other character devices
+   through plain blocking I/O on a reader thread, because non-blocking mode cannot be set
+   on them safely and epoll refuses some of them (`/dev/null`, systemd's
+   `StandardInput=null`).
 """
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -228,7 +230,9 @@ def claim_stdio() -> tuple[int, int]:
 
 
 def _is_stream_fd(mode: int) -> bool:
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    # Not character devices: epoll refuses /dev/null (EPERM), which would leave the read
+    # transport without a reader and the session waiting forever for input.
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 async def _open_channel(in_fd: int, out_fd: int) -> _Channel:
@@ -348,6 +352,9 @@ class _Session:
         finally:
             idle.cancel()
             forced.cancel()
+            # A cancelled task is still pending until it has run once more: wait for both,
+            # so no task of the session outlives `serve`.
+            await asyncio.wait({idle, forced})
 
     async def _read_loop(self) -> None:
         framer = LineFramer()
@@ -374,18 +381,24 @@ class _Session:
             await self._channel.write(encode(action.message))
         elif isinstance(action, StartCall):
             self._idle.clear()
-            self._calls[action.request_id] = self._group.create_task(
-                self._call(action), name=f"tools/call {action.spec.name}"
+            task = self._group.create_task(
+                self._call(action), name=f"tools/call {action.tool.description.name}"
             )
+            # A task cancelled before its first step never runs `_call`, cleanup included (a
+            # cancel in the same read as its call does this), so its end is also watched here.
+            task.add_done_callback(functools.partial(self._release_unstarted, action.request_id))
+            self._calls[action.request_id] = task
         elif isinstance(action, CancelCall):
-            task = self._calls.get(action.request_id)
-            if task is not None:
-                task.cancel()
+            running = self._calls.get(action.request_id)
+            if running is not None:
+                running.cancel()
 
     async def _call(self, action: StartCall) -> None:
         request_id = action.request_id
         try:
-            output = await self._guardrails.invoke(action.spec, action.arguments)
+            # The first call of a tool loads its implementation (and Pydantic): the cost is
+            # paid once, by the call that needs it, never at start-up.
+            output = await self._guardrails.invoke(action.tool.spec(), action.arguments)
         except ToolFailure as failure:
             reply = self._dispatcher.call_failed(request_id, failure.problem)
         except asyncio.CancelledError:
@@ -395,7 +408,9 @@ class _Session:
         except Exception:
             correlation_id = new_correlation_id()
             logger.exception(
-                "tool %s failed unexpectedly (correlation_id=%s)", action.spec.name, correlation_id
+                "tool %s failed unexpectedly (correlation_id=%s)",
+                action.tool.description.name,
+                correlation_id,
             )
             reply = self._dispatcher.call_crashed(request_id, correlation_id)
         else:
@@ -405,6 +420,12 @@ class _Session:
             await self._channel.write(encode(reply.message))
         except ChannelClosed:
             self._client_gone()
+
+    def _release_unstarted(self, request_id: RequestId, task: asyncio.Task[None]) -> None:
+        # Still registered only if `_call` never reached its own cleanup.
+        if self._calls.get(request_id) is task:
+            self._dispatcher.call_abandoned(request_id)
+            self._finished(request_id)
 
     def _finished(self, request_id: RequestId) -> None:
         self._calls.pop(request_id, None)
