@@ -1,0 +1,15 @@
+# Fails the build when the image holds a shell, coreutils, busybox or a package manager
+# (inside /nix/store too), a setuid file, or a configuration other than image-config.nix.
+{
+  python3,
+  runCommand,
+  writeText,
+  image,
+}:
+let
+  expect = writeText "image-config.json" (builtins.toJSON (import ../image-config.nix));
+in
+runCommand "mcp-server-suite-image-no-shell" { nativeBuildInputs = [ python3 ]; } ''
+  python3 ${./inspect-image.py} --expect ${expect} ${image}
+  touch "$out"
+''

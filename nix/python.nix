@@ -1,0 +1,131 @@
+# The CPython interpreters and Python package sets the server is built with.
+#
+# `app` is nixpkgs' CPython, unchanged, with the project's package pins: packages.default, the
+# dev shell and the checks use it, and everything but the pins comes from the binary cache.
+# `image` is the same CPython release with what an image without a shell cannot hold taken out;
+# only the OCI image uses it.
+{
+  lib,
+  bash,
+  bashInteractive,
+  coreutils,
+  fetchPypi,
+  python3,
+}:
+let
+  # Python packages whose exact release the server depends on.
+  pins = pyfinal: pyprev: {
+    # The query policy walks sqlglot's AST, whose node types change between releases, and the
+    # server is tested against exactly this one.
+    sqlglot = pyprev.sqlglot.overridePythonAttrs (
+      old:
+      let
+        version = "30.30.0";
+      in
+      {
+        inherit version;
+        src = fetchPypi {
+          pname = "sqlglot";
+          inherit version;
+          hash = "sha256-uONEBCyF17qh0NgnEn3+FhHOmsWbzqtv43BmW66xTOc=";
+        };
+        # This release asks for setuptools-scm 10.2, which is newer than the pinned nixpkgs.
+        # The sdist already records its version (PKG-INFO, sqlglot/_version.py), so the version
+        # is written into the build configuration and setuptools builds the wheel on its own.
+        # The patches of the nixpkgs expression were written for another release and are
+        # replaced, not extended.
+        postPatch = ''
+          sed -i 's/^dynamic = \["version", /version = "${version}"\ndynamic = [/' pyproject.toml
+          grep -qx 'version = "${version}"' pyproject.toml
+          substituteInPlace pyproject.toml \
+            --replace-fail '"setuptools >= 61.0", "setuptools_scm >= 10.2"' '"setuptools >= 61.0"'
+          substituteInPlace setup.py \
+            --replace-fail 'from setuptools_scm import get_version' "" \
+            --replace-fail 'get_version(local_scheme="no-local-version")' '"${version}"'
+        '';
+        build-system = [ pyfinal.setuptools ];
+        nativeBuildInputs = [ ];
+        # sqlglot's own suite cross-checks its dialects against DuckDB and pandas releases that
+        # the pinned nixpkgs does not promise to match; the server's suite, which runs in the
+        # build of packages.default, tests the parts of sqlglot that the policy relies on.
+        doCheck = false;
+        meta = old.meta // {
+          changelog = "https://github.com/tobymao/sqlglot/blob/v${version}/CHANGELOG.md";
+        };
+      }
+    );
+  };
+
+  # The runtime dependencies of the server, rebuilt against the image's interpreter. Their test
+  # suites already ran against the same sources and the same CPython release in the default
+  # package set; a second run against an interpreter that differs in one stdlib string would
+  # only add hours and the flakiness of timing-sensitive tests.
+  imageRuntimeDependencies = [
+    "annotated-types"
+    "psutil"
+    "psycopg"
+    "psycopg-pool"
+    "pydantic"
+    "pydantic-core"
+    "python-dateutil"
+    "six"
+    "typing-extensions"
+    "typing-inspection"
+  ];
+
+  withoutChecks =
+    _pyfinal: pyprev:
+    lib.genAttrs (lib.filter (name: pyprev ? ${name}) imageRuntimeDependencies) (
+      name: pyprev.${name}.overridePythonAttrs { doCheck = false; }
+    );
+
+  app = python3.override {
+    self = app;
+    packageOverrides = pins;
+  };
+
+  image =
+    (python3.override {
+      self = image;
+      packageOverrides = lib.composeExtensions pins withoutChecks;
+    }).overrideAttrs
+      (old: {
+        # subprocess.py names the store path of bash as the shell for shell=True, which would
+        # put bash in every closure that holds this interpreter. The server never starts a
+        # program, so the literal /bin/sh comes back: in the image it does not exist, and such a
+        # call fails instead of finding a shell.
+        postPatch = (old.postPatch or "") + ''
+          sed -i -E "s|'$NIX_STORE/[^']*/bin/sh'|'/bin/sh'|" Lib/subprocess.py
+          if grep -F "$NIX_STORE" Lib/subprocess.py; then
+            echo "Lib/subprocess.py still names a store path" >&2
+            exit 1
+          fi
+        '';
+        # pip's bootstrapper and the IDLE shell have no place in an appliance without a
+        # package manager or a shell.
+        postInstall = (old.postInstall or "") + ''
+          rm -r "$out/lib/${python3.libPrefix}/ensurepip" \
+            "$out/lib/${python3.libPrefix}/idlelib" \
+            "$out/lib/${python3.libPrefix}/turtledemo"
+          rm "$out"/bin/idle*
+        '';
+        # patchShebangs pointed the shell scripts of the build configuration (python-config,
+        # makesetup, install-sh) at bash. They serve only builds of C extensions, which run in a
+        # sandbox that has /bin/sh, so their shebangs go back to it.
+        postFixup = (old.postFixup or "") + ''
+          scripts=$(grep -rlIE "^#! ?$NIX_STORE/[^/]+-bash[^/]*/bin/" "$out" || true)
+          for script in $scripts; do
+            sed -i -E "1s|^#! ?$NIX_STORE/[^/]+-bash[^/]*/bin/(ba)?sh|#!/bin/sh|" "$script"
+          done
+        '';
+        # Fail here, with the name of the culprit, rather than in the image check.
+        disallowedRequisites = (old.disallowedRequisites or [ ]) ++ [
+          bash
+          bashInteractive
+          coreutils
+        ];
+      });
+in
+{
+  inherit app image;
+}
