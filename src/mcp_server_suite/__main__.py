@@ -2,10 +2,11 @@
 
 `python -m mcp_server_suite` and the `mcp-server-suite` console script both land in `main`.
 Logging goes to stderr; the protocol streams are claimed before the session starts, so
-nothing else in the process can write to stdout.
+nothing else in the process can write to stdout. Start-up imports only what answering the
+handshake needs: the event loop and the guardrails load once `initialize` is answered, and
+each tool's implementation on its first call.
 """
 
-import asyncio
 import logging
 import os
 import sys
@@ -15,10 +16,10 @@ from typing import Final
 from mcp_server_suite import __version__
 from mcp_server_suite.cli import describe_configuration, parse_arguments
 from mcp_server_suite.config import ConfigError, Settings, unknown_variables
+from mcp_server_suite.core.framing import LineFramer
+from mcp_server_suite.core.registry import ToolRegistry
 from mcp_server_suite.core.server import Dispatcher
-from mcp_server_suite.core.stdio import claim_stdio, serve
-from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
-from mcp_server_suite.guardrails.pipeline import Guardrails
+from mcp_server_suite.core.stdio import StopSignals, answer_handshake, claim_stdio
 from mcp_server_suite.tools import build_registry
 
 __all__ = ["main"]
@@ -56,9 +57,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.warning("ignoring unknown configuration variable %s", name)
     if options.check_config:
         print(describe_configuration(settings, registry))
-        asyncio.run(registry.aclose())
+        registry.release_unloaded()
         return 0
     in_fd, out_fd = claim_stdio()
+    dispatcher = Dispatcher(registry, server_version=__version__)
+    framer = LineFramer()
+    logger.info("serving %s", ", ".join(registry) or "no tools")
+    stop = StopSignals()
+    if answer_handshake(dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd):
+        _run_session(settings, registry, dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd)
+    else:
+        stop.restore()
+        registry.release_unloaded()
+        os.close(in_fd)
+        os.close(out_fd)
+    logger.info("session ended")
+    return 0
+
+
+def _run_session(
+    settings: Settings,
+    registry: ToolRegistry,
+    dispatcher: Dispatcher,
+    framer: LineFramer,
+    stop: StopSignals,
+    *,
+    in_fd: int,
+    out_fd: int,
+) -> None:
+    # Imported here, after the handshake: the client already has its answer while the event
+    # loop, the limiter and the deadline load.
+    import asyncio  # noqa: PLC0415
+
+    from mcp_server_suite.core.stdio import serve  # noqa: PLC0415
+    from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415
+    from mcp_server_suite.guardrails.pipeline import Guardrails  # noqa: PLC0415
+
     guardrails = Guardrails(
         limiter=ConcurrencyLimiter(settings.max_concurrent_tools),
         acquire_timeout=settings.tool_acquire_timeout_seconds,
@@ -66,18 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_depth=settings.max_argument_depth,
         max_items=settings.max_argument_items,
     )
-    dispatcher = Dispatcher(registry, server_version=__version__)
-    logger.info("serving %s", ", ".join(registry) or "no tools")
 
     async def session() -> None:
         try:
-            await serve(dispatcher, guardrails, in_fd=in_fd, out_fd=out_fd)
+            await serve(
+                dispatcher, guardrails, in_fd=in_fd, out_fd=out_fd, framer=framer, stop=stop
+            )
         finally:
             await registry.aclose()
 
     asyncio.run(session())
-    logger.info("session ended")
-    return 0
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from mcp_server_suite.core.stdio import serve
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.tools import build_registry
+from mcp_server_suite.workers import stop_workers
 from tests.support.harness import (
     HANDSHAKE_VERSIONS,
     REPO_ROOT,
@@ -835,6 +836,8 @@ def test_serve_in_process_leaves_no_task_thread_descriptor_or_handler_behind() -
         frame(ping(8)),
         frame(call(9)),  # still in flight at EOF: drained
     ]
+    # Worker threads are process-wide; earlier in-process tests may have left idle ones.
+    stop_workers()
     fds_before = _fd_table()
     threads_before = threading.active_count()
     handlers_before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
@@ -846,7 +849,7 @@ def test_serve_in_process_leaves_no_task_thread_descriptor_or_handler_behind() -
     for thread in threading.enumerate():
         if thread.name == "test-client":
             thread.join(10)
-    assert threading.active_count() == threads_before
+    assert threading.active_count() == threads_before, [t.name for t in threading.enumerate()]
     assert _fd_table() == fds_before
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers_before
     answered = [json.loads(line).get("id") for line in received]

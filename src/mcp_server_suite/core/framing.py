@@ -75,6 +75,11 @@ class LineFramer:
         self._eof = False
 
     @property
+    def at_eof(self) -> bool:
+        """Whether `receive_eof` has been called (frames may still be waiting)."""
+        return self._eof
+
+    @property
     def buffered_bytes(self) -> int:
         """Bytes held for an unfinished line (never more than the ceiling plus one `\\r`)."""
         return len(self._buffer)

@@ -117,8 +117,7 @@ def encode(message: Mapping[str, JSONValue]) -> bytes:
     Raises:
         ValueError: The message holds a non-finite float (a bug in its producer).
     """
-    text = json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return text.encode("ascii") + b"\n"
+    return _ENCODER.encode(message).encode("ascii") + b"\n"
 
 
 def _parse_strict_json(frame: bytes) -> JSONValue:
@@ -127,12 +126,7 @@ def _parse_strict_json(frame: bytes) -> JSONValue:
     except UnicodeDecodeError:
         raise ParseError("Parse error: the message is not valid UTF-8") from None
     try:
-        document = json.loads(
-            text,
-            object_pairs_hook=_object_without_duplicates,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-        )
+        document = _DECODER.decode(text)
     except ProtocolError:
         raise
     except RecursionError:
@@ -184,6 +178,16 @@ def _check_depth_and_text(document: JSONValue) -> None:
             if isinstance(key, str):
                 stack.append((key, depth))
             stack.append((child, depth + 1))
+
+
+# One decoder and one encoder for the whole process: json.loads and json.dumps build a new
+# one on every call when given options, and every message passes through both.
+_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_object_without_duplicates,
+    parse_constant=_refuse_constant,
+    parse_float=_finite_float,
+)
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 def _valid_id(value: JSONValue) -> RequestId | None:

@@ -230,8 +230,14 @@ class RegisteredTool:
         if self._spec is not None:
             if self._spec.close is not None:
                 await self._spec.close()
-        elif self._release is not None:
+        else:
+            self.release_unloaded()
+
+    def release_unloaded(self) -> None:
+        """Release what was acquired at start-up, if the tool was never loaded."""
+        if self._spec is None and self._release is not None:
             self._release()
+            self._release = None
 
 
 class ToolRegistry(Mapping[str, RegisteredTool]):
@@ -268,3 +274,8 @@ class ToolRegistry(Mapping[str, RegisteredTool]):
         """Release every tool's resources, in registration order."""
         for tool in self._tools.values():
             await tool.aclose()
+
+    def release_unloaded(self) -> None:
+        """Release the start-up resources of the tools never loaded (no event loop needed)."""
+        for tool in self._tools.values():
+            tool.release_unloaded()

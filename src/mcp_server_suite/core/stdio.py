@@ -1,4 +1,4 @@
-"""The asyncio shell: the only module that touches the process's standard streams.
+"""The stdio shell: the only place the process's standard streams are touched.
 
 Rules:
 
@@ -20,190 +20,45 @@ Rules:
    through plain blocking I/O on a reader thread, because non-blocking mode cannot be set
    on them safely and epoll refuses some of them (`/dev/null`, systemd's
    `StandardInput=null`).
+
+The session runs in two phases. Until `initialize` has been answered, `answer_handshake`
+serves frames with plain blocking reads and writes: nothing can run concurrently before the
+handshake (every method but `initialize` and `ping` is refused), so the event loop is not
+needed yet, and a client's handshake is answered before asyncio has even been imported.
+`serve` then runs the asyncio session (`core._session`, rules 2 to 5) with the same
+dispatcher and framer, so no byte the client sent is lost between the phases.
+
+Calling order: `claim_stdio` and `StopSignals()`, then `answer_handshake`, then, if it
+returned True, `serve`; otherwise `StopSignals.restore`.
 """
 
-import asyncio
-import contextlib
-import functools
-import logging
+from __future__ import annotations
+
 import os
 import signal
-import socket
-import stat
-import threading
-from collections import deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Final, Protocol
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TYPE_CHECKING, Final
 
 from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
-from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, StartCall
-from mcp_server_suite.guardrails.pipeline import Guardrails
-from mcp_server_suite.schemas.errors import RequestId, ToolFailure, new_correlation_id
+from mcp_server_suite.core.server import Dispatcher, Send, SessionState
 
-__all__ = ["DRAIN_GRACE_S", "READ_CHUNK_BYTES", "claim_stdio", "serve"]
+if TYPE_CHECKING:
+    from mcp_server_suite.guardrails.pipeline import Guardrails
 
-logger = logging.getLogger(__name__)
+__all__ = ["READ_CHUNK_BYTES", "StopSignals", "answer_handshake", "claim_stdio", "serve"]
 
 # The design document's read size: one 64 KiB chunk on top of the frame ceiling bounds the
 # memory a client can make the reader hold.
 READ_CHUNK_BYTES: Final = 64 * 1024
 
-# The design document's drain period after EOF or the first signal.
-DRAIN_GRACE_S: Final = 5.0
-
-# Output above this many buffered bytes pauses writers and the read loop. 256 KiB holds a
-# few typical results while keeping a stalled client from growing the buffer much further.
-WRITE_HIGH_WATER_BYTES: Final = 256 * 1024
-
-# On exit, buffered output is given this long to reach a client that has stopped reading.
-FLUSH_TIMEOUT_S: Final = 2.0
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
-class ChannelClosed(Exception):
-    """The client end of the stream is gone."""
-
-
-class _FlowControl(Protocol):
-    @property
-    def lost(self) -> bool: ...
-
-    async def wait_writable(self) -> None: ...
-
-
-class _Channel(Protocol):
-    async def read(self) -> bytes: ...
-
-    async def write(self, data: bytes) -> None: ...
-
-    async def wait_writable(self) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _WriteProtocol(asyncio.BaseProtocol):
-    """Flow control for an asyncio write transport: writers wait while it is paused."""
-
-    def __init__(self) -> None:
-        self._writable = asyncio.Event()
-        self._writable.set()
-        self.lost = False
-
-    def pause_writing(self) -> None:
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self._writable.set()
-
-    async def wait_writable(self) -> None:
-        await self._writable.wait()
-        if self.lost:
-            raise ChannelClosed
-
-
-class _StreamChannel:
-    """Input from an asyncio `StreamReader`, output through an asyncio write transport."""
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        transport: asyncio.WriteTransport,
-        flow: _FlowControl,
-        extra_close: Callable[[], None] | None = None,
-    ) -> None:
-        self._reader = reader
-        self._transport = transport
-        self._protocol = flow
-        self._extra_close = extra_close
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
-
-    async def read(self) -> bytes:
-        try:
-            return await self._reader.read(READ_CHUNK_BYTES)
-        except (ConnectionError, OSError):
-            return b""
-
-    async def write(self, data: bytes) -> None:
-        if self._protocol.lost or self._transport.is_closing():
-            raise ChannelClosed
-        self._transport.write(data)
-        await self._protocol.wait_writable()
-
-    async def wait_writable(self) -> None:
-        await self._protocol.wait_writable()
-
-    async def aclose(self) -> None:
-        if not self._protocol.lost:
-            with contextlib.suppress(TimeoutError, ChannelClosed):
-                async with asyncio.timeout(FLUSH_TIMEOUT_S):
-                    while self._transport.get_write_buffer_size() and not self._protocol.lost:
-                        await asyncio.sleep(0.01)
-        self._transport.close()
-        if self._extra_close is not None:
-            self._extra_close()
-
-
-class _ThreadChannel:
-    """Blocking I/O for regular files and terminals: a daemon thread reads ahead one chunk.
-
-    The reader thread is a daemon on purpose: a read blocked on a terminal cannot be
-    interrupted, and it must not keep the process alive after the session has ended.
-    """
-
-    def __init__(self, in_fd: int, out_fd: int) -> None:
-        self._in_fd = in_fd
-        self._out_fd = out_fd
-        self._loop = asyncio.get_running_loop()
-        self._chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
-        self._wanted = threading.Semaphore(1)
-        self._closed = False
-        threading.Thread(target=self._pump, name="stdin-reader", daemon=True).start()
-
-    def _pump(self) -> None:
-        while True:
-            # One chunk is read ahead at most: reading waits until the last one is consumed.
-            self._wanted.acquire()
-            try:
-                chunk = os.read(self._in_fd, READ_CHUNK_BYTES)
-            except OSError:
-                chunk = b""
-            try:
-                self._loop.call_soon_threadsafe(self._chunks.put_nowait, chunk)
-            except RuntimeError:  # pragma: no cover - the loop closed while a read was pending
-                return
-            if not chunk:
-                return
-
-    async def read(self) -> bytes:
-        chunk = await self._chunks.get()
-        if chunk:
-            self._wanted.release()
-        return chunk
-
-    async def write(self, data: bytes) -> None:
-        if self._closed:
-            raise ChannelClosed
-        view = memoryview(data)
-        try:
-            while view:
-                written = os.write(self._out_fd, view)
-                view = view[written:]
-        except OSError:
-            self._closed = True
-            raise ChannelClosed from None
-
-    async def wait_writable(self) -> None:
-        if self._closed:
-            raise ChannelClosed
-
-    async def aclose(self) -> None:
-        self._closed = True
-        os.close(self._out_fd)
+class _Stopped(Exception):
+    """A stop signal arrived, or the client went away, during the handshake phase."""
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -229,213 +84,91 @@ def claim_stdio() -> tuple[int, int]:
     return in_fd, out_fd
 
 
-def _is_stream_fd(mode: int) -> bool:
-    # Not character devices: epoll refuses /dev/null (EPERM), which would leave the read
-    # transport without a reader and the session waiting forever for input.
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+class StopSignals:
+    """SIGINT and SIGTERM before the event loop takes them over.
 
+    Installed before the handshake, these handlers only count signals, except while a
+    blocking read waits for the client: then they raise `_Stopped`, the one way to leave a
+    read the interpreter would otherwise resume. The session installs its own handlers
+    when it starts and acts on whatever was counted here, so a signal that arrives while
+    the event loop is still loading is not lost, and does not kill the process.
+    """
 
-async def _open_channel(in_fd: int, out_fd: int) -> _Channel:
-    loop = asyncio.get_running_loop()
-    in_stat = os.fstat(in_fd)
-    out_stat = os.fstat(out_fd)
-    terminal = os.isatty(in_fd) or os.isatty(out_fd)
-    if terminal or not (_is_stream_fd(in_stat.st_mode) and _is_stream_fd(out_stat.st_mode)):
-        return _ThreadChannel(in_fd, out_fd)
-    reader = asyncio.StreamReader(limit=READ_CHUNK_BYTES)
-    if stat.S_ISSOCK(in_stat.st_mode):
-        # One socket carries both directions: a write pipe transport on it would read the
-        # client's requests as a sign that the peer had closed.
-        sock = socket.socket(fileno=in_fd)
-        same_socket = (in_stat.st_dev, in_stat.st_ino) == (out_stat.st_dev, out_stat.st_ino)
-        if same_socket:
-            os.close(out_fd)
-        transport, _ = await loop.connect_accepted_socket(
-            lambda: _SocketProtocol(reader), sock=sock
-        )
-        protocol = transport.get_protocol()
-        if not isinstance(protocol, _SocketProtocol):  # pragma: no cover - set just above
-            raise TypeError("unexpected protocol")
-        if same_socket:
-            return _StreamChannel(reader, transport, protocol)
-        write_transport, write_protocol = await loop.connect_write_pipe(
-            _WriteProtocol, os.fdopen(out_fd, "wb", buffering=0)
-        )
-        return _StreamChannel(reader, write_transport, write_protocol, transport.close)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0)
-    )
-    write_transport, write_protocol = await loop.connect_write_pipe(
-        _WriteProtocol, os.fdopen(out_fd, "wb", buffering=0)
-    )
-    return _StreamChannel(reader, write_transport, write_protocol, read_transport.close)
+    def __init__(self) -> None:
+        self.count = 0
+        self.last: signal.Signals | None = None
+        self._reading = False
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in _STOP_SIGNALS}
 
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        self.last = signal.Signals(signum)
+        if self._reading:
+            raise _Stopped
 
-class _SocketProtocol(asyncio.StreamReaderProtocol):
-    """A stream reader protocol that also reports write flow control like `_WriteProtocol`."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        super().__init__(reader)
-        self._flow = _WriteProtocol()
-
-    @property
-    def lost(self) -> bool:
-        return self._flow.lost
-
-    def pause_writing(self) -> None:
-        self._flow.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._flow.resume_writing()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._flow.connection_lost(exc)
-        super().connection_lost(exc)
-
-    async def wait_writable(self) -> None:
-        await self._flow.wait_writable()
-
-
-class _Session:
-    """One client session over one channel."""
-
-    def __init__(
-        self,
-        dispatcher: Dispatcher,
-        guardrails: Guardrails,
-        channel: _Channel,
-        grace: float,
-    ) -> None:
-        self._dispatcher = dispatcher
-        self._guardrails = guardrails
-        self._channel = channel
-        self._grace = grace
-        self._calls: dict[RequestId, asyncio.Task[None]] = {}
-        self._stop_reading = asyncio.Event()
-        self._cancel_now = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._signals = 0
-
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            self._group = group
-            reader = group.create_task(self._read_loop(), name="read-loop")
-            await self._stop_reading.wait()
-            reader.cancel()
-            self._dispatcher.begin_closing()
-            await self._drain()
-            for task in list(self._calls.values()):
-                task.cancel()
-
-    def on_signal(self, signum: int) -> None:
-        """First signal: stop reading and drain. Second: cancel calls in flight."""
-        self._signals += 1
-        logger.warning(
-            "received %s, %s",
-            signal.Signals(signum).name,
-            "draining calls in flight" if self._signals == 1 else "cancelling calls",
-        )
-        self._stop_reading.set()
-        if self._signals > 1:
-            self._cancel_now.set()
-
-    async def _drain(self) -> None:
-        if self._cancel_now.is_set() or self._idle.is_set():
-            return
-        idle = asyncio.ensure_future(self._idle.wait())
-        forced = asyncio.ensure_future(self._cancel_now.wait())
+    @contextmanager
+    def interrupting(self) -> Iterator[None]:
+        """Let a stop signal interrupt the body."""
+        self._reading = True
         try:
-            await asyncio.wait(
-                {idle, forced}, timeout=self._grace, return_when=asyncio.FIRST_COMPLETED
-            )
+            yield
         finally:
-            idle.cancel()
-            forced.cancel()
-            # A cancelled task is still pending until it has run once more: wait for both,
-            # so no task of the session outlives `serve`.
-            await asyncio.wait({idle, forced})
+            self._reading = False
 
-    async def _read_loop(self) -> None:
-        framer = LineFramer()
-        try:
-            while True:
-                await self._channel.wait_writable()
-                chunk = await self._channel.read()
+    def restore(self) -> None:
+        """Put back the handlers that were installed before."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def answer_handshake(
+    dispatcher: Dispatcher,
+    framer: LineFramer,
+    stop: StopSignals,
+    *,
+    in_fd: int,
+    out_fd: int,
+) -> bool:
+    """Serve frames with blocking I/O until `initialize` has been answered.
+
+    Args:
+        dispatcher: The session's protocol state machine, still awaiting `initialize`.
+        framer: The session's framer; frames after `initialize` stay buffered in it.
+        stop: The stop-signal handlers installed for this phase.
+        in_fd: The descriptor requests arrive on.
+        out_fd: The descriptor responses go to.
+
+    Returns:
+        True when the session is initialized and `serve` should continue it; False when
+        input ended, the client went away or a stop signal arrived first (exit 0).
+    """
+    try:
+        while dispatcher.state is SessionState.AWAITING_INIT and not stop.count:
+            frame = framer.next_frame()
+            if frame is NEED_DATA:
+                if framer.at_eof:
+                    return False
+                with stop.interrupting():
+                    chunk = os.read(in_fd, READ_CHUNK_BYTES)
                 if chunk:
                     framer.receive_data(chunk)
                 else:
                     framer.receive_eof()
-                while (frame := framer.next_frame()) is not NEED_DATA:
-                    await self._act(self._dispatcher.handle_frame(frame))
-                if not chunk:
-                    logger.info("end of input")
-                    return
-        except ChannelClosed:
-            self._client_gone()
-        finally:
-            self._stop_reading.set()
+                continue
+            # Before initialize only answers can come back: calls are refused, and nothing
+            # is in flight to cancel.
+            action = dispatcher.handle_frame(frame)
+            if isinstance(action, Send):
+                _write_all(out_fd, encode(action.message))
+    except (_Stopped, BrokenPipeError, ConnectionError):
+        return False
+    return dispatcher.state is not SessionState.AWAITING_INIT
 
-    async def _act(self, action: Send | StartCall | CancelCall | None) -> None:
-        if isinstance(action, Send):
-            await self._channel.write(encode(action.message))
-        elif isinstance(action, StartCall):
-            self._idle.clear()
-            task = self._group.create_task(
-                self._call(action), name=f"tools/call {action.tool.description.name}"
-            )
-            # A task cancelled before its first step never runs `_call`, cleanup included (a
-            # cancel in the same read as its call does this), so its end is also watched here.
-            task.add_done_callback(functools.partial(self._release_unstarted, action.request_id))
-            self._calls[action.request_id] = task
-        elif isinstance(action, CancelCall):
-            running = self._calls.get(action.request_id)
-            if running is not None:
-                running.cancel()
 
-    async def _call(self, action: StartCall) -> None:
-        request_id = action.request_id
-        try:
-            # The first call of a tool loads its implementation (and Pydantic): the cost is
-            # paid once, by the call that needs it, never at start-up.
-            output = await self._guardrails.invoke(action.tool.spec(), action.arguments)
-        except ToolFailure as failure:
-            reply = self._dispatcher.call_failed(request_id, failure.problem)
-        except asyncio.CancelledError:
-            self._dispatcher.call_abandoned(request_id)
-            self._finished(request_id)
-            raise
-        except Exception:
-            correlation_id = new_correlation_id()
-            logger.exception(
-                "tool %s failed unexpectedly (correlation_id=%s)",
-                action.tool.description.name,
-                correlation_id,
-            )
-            reply = self._dispatcher.call_crashed(request_id, correlation_id)
-        else:
-            reply = self._dispatcher.call_succeeded(request_id, output.structured, output.text)
-        self._finished(request_id)
-        try:
-            await self._channel.write(encode(reply.message))
-        except ChannelClosed:
-            self._client_gone()
-
-    def _release_unstarted(self, request_id: RequestId, task: asyncio.Task[None]) -> None:
-        # Still registered only if `_call` never reached its own cleanup.
-        if self._calls.get(request_id) is task:
-            self._dispatcher.call_abandoned(request_id)
-            self._finished(request_id)
-
-    def _finished(self, request_id: RequestId) -> None:
-        self._calls.pop(request_id, None)
-        if not self._calls:
-            self._idle.set()
-
-    def _client_gone(self) -> None:
-        logger.info("the client stopped reading: cancelling calls in flight")
-        self._stop_reading.set()
-        self._cancel_now.set()
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 async def serve(
@@ -444,34 +177,37 @@ async def serve(
     *,
     in_fd: int,
     out_fd: int,
-    grace: float = DRAIN_GRACE_S,
+    framer: LineFramer | None = None,
+    stop: StopSignals | None = None,
+    grace: float | None = None,
     worker_threads: int | None = None,
 ) -> None:
-    """Serve one session over the given descriptors until it ends.
+    """Serve the session on the event loop until it ends.
 
     Args:
         dispatcher: The session's protocol state machine.
         guardrails: The limits every call passes.
         in_fd: The descriptor requests arrive on (owned from now on).
         out_fd: The descriptor responses go to (owned from now on).
-        grace: How long calls in flight may finish after input ends or a first signal.
+        framer: The framer the handshake phase used; a new one when None.
+        stop: The handshake phase's signal handlers; signals they counted are acted on as
+            soon as the session's own handlers are installed.
+        grace: How long calls in flight may finish after input ends or a first signal;
+            the design document's 5 s when None.
         worker_threads: Size of the thread pool for blocking tool work; by default one
             thread per concurrency slot, so a slot never waits for a thread.
     """
-    loop = asyncio.get_running_loop()
-    executor = ThreadPoolExecutor(
-        max_workers=worker_threads or guardrails.limiter.slots, thread_name_prefix="tool"
+    from mcp_server_suite.core import _session  # noqa: PLC0415  # The event loop's half.
+
+    await _session.serve_session(
+        dispatcher,
+        guardrails,
+        in_fd=in_fd,
+        out_fd=out_fd,
+        framer=framer if framer is not None else LineFramer(),
+        early_signals=()
+        if stop is None or stop.last is None
+        else (stop.last,) * min(stop.count, 2),
+        grace=_session.DRAIN_GRACE_S if grace is None else grace,
+        worker_threads=worker_threads,
     )
-    loop.set_default_executor(executor)
-    channel = await _open_channel(in_fd, out_fd)
-    session = _Session(dispatcher, guardrails, channel, grace)
-    installed: deque[signal.Signals] = deque()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, session.on_signal, signum)
-        installed.append(signum)
-    try:
-        await session.run()
-    finally:
-        await channel.aclose()
-        for signum in installed:
-            loop.remove_signal_handler(signum)

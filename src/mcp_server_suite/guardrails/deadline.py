@@ -6,8 +6,7 @@ the trio/anyio grid: `fail_*` raises, `*_after` is relative.
 """
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Final
 
 from mcp_server_suite.schemas.errors import DeadlineExceeded
@@ -19,24 +18,46 @@ __all__ = ["DEFAULT_DEADLINE_S", "fail_after"]
 DEFAULT_DEADLINE_S: Final = 30.0
 
 
-@asynccontextmanager
-async def fail_after(seconds: float) -> AsyncIterator[None]:
-    """Run the body under a deadline `seconds` from now.
+def fail_after(seconds: float) -> "_Deadline":
+    """Run the body of `async with` under a deadline `seconds` from now.
 
     Args:
         seconds: The time the body may take.
 
+    Returns:
+        The async context manager.
+
     Raises:
-        DeadlineExceeded: The deadline expired; the body was cancelled.
+        DeadlineExceeded: On exit, when the deadline expired and the body was cancelled.
     """
-    scope = asyncio.timeout(seconds)
-    try:
-        async with scope:
-            yield
-    except TimeoutError:
-        if not scope.expired():
-            raise
-        raise DeadlineExceeded(
-            f"The call did not finish within its {seconds:g} s deadline and was cancelled.",
-            metadata={"deadline_seconds": seconds},
-        ) from None
+    return _Deadline(seconds)
+
+
+class _Deadline:
+    # A class rather than @asynccontextmanager: it runs on every call, and the generator
+    # machinery costs more than the timeout itself.
+    __slots__ = ("_scope", "_seconds")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._scope = asyncio.timeout(seconds)
+
+    async def __aenter__(self) -> None:
+        await self._scope.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            await self._scope.__aexit__(exc_type, exc, traceback)
+        except TimeoutError:
+            # The scope raises TimeoutError only when its own deadline expired; a
+            # TimeoutError of the body's own passes through it untouched.
+            raise DeadlineExceeded(
+                f"The call did not finish within its {self._seconds:g} s deadline and was "
+                "cancelled.",
+                metadata={"deadline_seconds": self._seconds},
+            ) from None

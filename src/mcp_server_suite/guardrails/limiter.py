@@ -13,8 +13,7 @@ Rules:
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Final
 
 from mcp_server_suite.schemas.errors import PolicyViolation
@@ -64,24 +63,27 @@ class ConcurrencyLimiter:
         """Calls currently queued for a slot."""
         return len(self._waiters)
 
-    @asynccontextmanager
-    async def slot(self, timeout: float) -> AsyncIterator[None]:
-        """Hold one slot for the body.
+    def slot(self, timeout: float) -> "_Slot":
+        """Hold one slot for the body of `async with`.
 
         Args:
             timeout: The longest wait for a slot, in seconds; 0 means do not wait.
 
-        Raises:
-            PolicyViolation: No slot came free in time, or the queue is full. The problem
-                is an internal error with `metadata.retryable: true`.
-        """
-        await self._acquire(timeout)
-        try:
-            yield
-        finally:
-            self._release()
+        Returns:
+            The async context manager.
 
-    async def _acquire(self, timeout: float) -> None:
+        Raises:
+            PolicyViolation: On entry, when no slot came free in time or the queue is full.
+                The problem is an internal error with `metadata.retryable: true`.
+        """
+        return _Slot(self, timeout)
+
+    async def acquire(self, timeout: float) -> None:
+        """Take a slot, waiting in line for at most `timeout` seconds.
+
+        Raises:
+            PolicyViolation: No slot came free in time, or the queue is full.
+        """
         if self._free > 0 and not self._waiters:
             self._free -= 1
             return
@@ -95,7 +97,7 @@ class ConcurrencyLimiter:
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
                 # The slot was granted just as the wait ended: hand it on, never drop it.
-                self._release()
+                self.release()
             elif waiter in self._waiters:
                 # A release may already have skipped past this cancelled waiter.
                 self._waiters.remove(waiter)
@@ -103,7 +105,8 @@ class ConcurrencyLimiter:
                 raise self._busy(f"no concurrency slot came free within {timeout:g} s") from None
             raise
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Return a slot: to the first waiter in line, or to the pool."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -117,3 +120,24 @@ class ConcurrencyLimiter:
             code=MCPErrorCode.INTERNAL_ERROR,
             metadata={"retryable": True, "max_concurrent_calls": self._slots},
         )
+
+
+class _Slot:
+    # A class rather than @asynccontextmanager: it runs on every call, and the generator
+    # machinery costs more than taking the slot.
+    __slots__ = ("_limiter", "_timeout")
+
+    def __init__(self, limiter: ConcurrencyLimiter, timeout: float) -> None:
+        self._limiter = limiter
+        self._timeout = timeout
+
+    async def __aenter__(self) -> None:
+        await self._limiter.acquire(self._timeout)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._limiter.release()

@@ -27,7 +27,6 @@ Every error fails closed: after a failed check nothing is opened, by name or oth
 every descriptor a read opens is closed before the read returns.
 """
 
-import asyncio
 import codecs
 import enum
 import errno
@@ -45,6 +44,7 @@ from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.tools._fs_root import DIRECTORY_FLAGS, OpenedRoot, open_root
+from mcp_server_suite.workers import run_blocking
 
 __all__ = ["DESCRIPTION", "MAX_ECHO_CHARS", "SandboxRoot", "build_fs_tool"]
 
@@ -270,7 +270,7 @@ class SandboxRoot:
 
     async def read(self, params: SandboxFSReadParams) -> SandboxFSReadResult:
         """Read one file in a worker thread; see `read_blocking`."""
-        return await asyncio.to_thread(self.read_blocking, params)
+        return await run_blocking(self.read_blocking, params)
 
     def read_blocking(self, params: SandboxFSReadParams) -> SandboxFSReadResult:
         """Read one file beneath the root, in the calling thread.

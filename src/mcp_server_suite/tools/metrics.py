@@ -6,7 +6,6 @@ occasionally report values slightly outside them. The disk path is configuration
 is never echoed, in results or in problems.
 """
 
-import asyncio
 import math
 import os
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from mcp_server_suite.schemas.metrics import (
     SystemMetricsResult,
 )
 from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.workers import run_blocking
 
 __all__ = ["HostMetrics", "build_metrics_tool"]
 
@@ -58,7 +58,7 @@ class HostMetrics:
         Raises:
             ToolFailure: The filesystem could not be read (internal error, path withheld).
         """
-        return await asyncio.to_thread(self._sample, params.include_disk)
+        return await run_blocking(self._sample, params.include_disk)
 
     def _sample(self, include_disk: bool) -> SystemMetricsResult:
         utilization = psutil.cpu_percent(interval=self._cpu_sample_seconds)
