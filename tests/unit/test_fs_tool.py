@@ -44,8 +44,9 @@ from mcp_server_suite.schemas.fs import (
 )
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
 from mcp_server_suite.tools import build_registry
+from mcp_server_suite.tools import fs as fs_module
 from mcp_server_suite.tools._fs_root import open_root
-from mcp_server_suite.tools.fs import MAX_ECHO_CHARS, SandboxRoot, build_fs_tool
+from mcp_server_suite.tools.fs import MAX_ECHO_CHARS, MAX_SYMLINKS, SandboxRoot, build_fs_tool
 from tests.support.fs_tree import BIG_FILE_BYTES, OUTSIDE_SECRETS, FSTree, build_fs_tree
 
 ACCESS = MCPErrorCode.ACCESS_DENIED
@@ -812,17 +813,17 @@ def replace_with_symlink(path: Path, target: Path) -> None:
 
 
 def after_resolution(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> None:
-    # The tool calls os.path.realpath once per read; the action runs after that call only.
-    real_realpath = os.path.realpath
+    # The tool resolves once per read; the action runs after that resolution only.
+    real_realpath = fs_module._realpath
     pending = [action]
 
-    def realpath_then_act(path: Any, **kwargs: Any) -> str:
-        resolved: str = real_realpath(path, **kwargs)
+    def realpath_then_act(path: str) -> str:
+        resolved = real_realpath(path)
         while pending:
             pending.pop()()
         return resolved
 
-    monkeypatch.setattr(os.path, "realpath", realpath_then_act)
+    monkeypatch.setattr(fs_module, "_realpath", realpath_then_act)
 
 
 def test_directory_swapped_for_symlink_after_resolution(
@@ -936,10 +937,10 @@ def test_resolution_failures_fail_closed(
     code: MCPErrorCode,
     phrase: str,
 ) -> None:
-    def failing_realpath(path: Any, **kwargs: Any) -> str:
+    def failing_realpath(path: str) -> str:
         raise OSError(error, os.strerror(error))
 
-    monkeypatch.setattr(os.path, "realpath", failing_realpath)
+    monkeypatch.setattr(fs_module, "_realpath", failing_realpath)
     problem = refusal(sandbox, "link_in")
     assert (problem.code, problem.detail) == (code, f"'link_in' {phrase}")
 
@@ -948,9 +949,7 @@ def test_unnormalised_resolution_is_refused(
     sandbox: SandboxRoot, tree: FSTree, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The walk must never open '..': a resolver that left one in is refused, not trusted.
-    monkeypatch.setattr(
-        os.path, "realpath", lambda path, **kwargs: f"{tree.root}/sub/../../outside"
-    )
+    monkeypatch.setattr(fs_module, "_realpath", lambda path: f"{tree.root}/sub/../../outside")
     problem = refusal(sandbox, "sub/x")
     assert (problem.code, problem.detail) == (
         ACCESS,
@@ -958,8 +957,10 @@ def test_unnormalised_resolution_is_refused(
     )
 
 
-def test_symlink_chain_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
-    depth = sys.getrecursionlimit() + 100
+@pytest.mark.parametrize("depth", [MAX_SYMLINKS + 1, sys.getrecursionlimit() + 100])
+def test_symlink_chain_longer_than_the_kernel_follows_is_refused(
+    tmp_path: Path, depth: int
+) -> None:
     for index in range(depth):
         (tmp_path / f"c{index}").symlink_to(f"c{index + 1}")
     (tmp_path / f"c{depth}").write_bytes(b"end\n")
@@ -967,6 +968,37 @@ def test_symlink_chain_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
     problem = refusal(sandbox, "c0")
     sandbox.close()
     assert (problem.code, problem.detail) == (ACCESS, f"'c0' {LINK_MET}")
+
+
+def test_symlink_chain_the_kernel_follows_is_read(tmp_path: Path) -> None:
+    for index in range(MAX_SYMLINKS):
+        (tmp_path / f"c{index}").symlink_to(f"c{index + 1}")
+    (tmp_path / f"c{MAX_SYMLINKS}").write_bytes(b"end\n")
+    sandbox = SandboxRoot(open_root(tmp_path))
+    try:
+        result = sandbox.read_blocking(SandboxFSReadParams(relative_path="c0"))
+    finally:
+        sandbox.close()
+    assert (result.resolved_path, result.content) == (f"c{MAX_SYMLINKS}", "end\n")
+
+
+def test_realpath_agrees_with_the_standard_library(tree: FSTree) -> None:
+    _realpath = fs_module._realpath
+    for relative in (
+        "ok.txt",
+        "link_in",
+        "link_in_dir/inner.txt",
+        "link_out",
+        "missing/../ok.txt",
+        "sub/deeper/../../link_dir_out/secret.txt",
+        "dangling",
+        "ok.txt/x/..",
+        ".",
+        "",
+    ):
+        path = os.path.join(str(tree.root), relative)
+        assert _realpath(path) == os.path.realpath(path), relative
+    assert _realpath("/") == "/"
 
 
 # The race: a directory inside the root trades places with a symlink to the outside, as
@@ -1168,8 +1200,12 @@ def test_registry_serves_the_tool(tree: FSTree) -> None:
     registry = build_registry(Settings(safe_data_dir=tree.root, metrics_enabled=False))
     try:
         assert list(registry) == ["sandbox_fs_read"]
-        described = registry["sandbox_fs_read"].description
+        tool = registry["sandbox_fs_read"]
+        described = tool.description
         inputs, outputs = described.input_schema, described.output_schema
+        # The root opened at start-up is the one the loaded tool reads from.
+        assert not tool.is_loaded
+        assert invoke(tool.spec(), {"relative_path": "ok.txt"}).structured["content"] == "hello\n"
         assert inputs["required"] == ["relative_path"]
         assert set(inputs["properties"]) == {"relative_path", "encoding", "max_bytes"}
         assert all(prop.get("description") for prop in inputs["properties"].values())
@@ -1225,3 +1261,12 @@ def test_file_type_is_checked_on_the_descriptor(
 
     monkeypatch.setattr(os, "fstat", fifo_fstat)
     assert refusal(sandbox, "ok.txt").detail == f"'ok.txt' {SPECIAL}"
+
+
+def test_an_unloaded_tool_releases_the_root_it_opened(tree: FSTree) -> None:
+    before = open_descriptors()
+    registry = build_registry(Settings(safe_data_dir=tree.root, metrics_enabled=False))
+    assert len(open_descriptors()) == len(before) + 1
+    registry.release_unloaded()
+    registry.release_unloaded()
+    assert open_descriptors() == before

@@ -46,7 +46,7 @@ from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.tools._fs_root import DIRECTORY_FLAGS, OpenedRoot, open_root
 from mcp_server_suite.workers import run_blocking
 
-__all__ = ["DESCRIPTION", "MAX_ECHO_CHARS", "SandboxRoot", "build_fs_tool"]
+__all__ = ["DESCRIPTION", "MAX_ECHO_CHARS", "MAX_SYMLINKS", "SandboxRoot", "build_fs_tool"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ DESCRIPTION: Final = (
 
 # The design document's bound on how much of the caller's path a problem may quote.
 MAX_ECHO_CHARS: Final = 256
+
+# Linux's MAXSYMLINKS: the most symbolic links the kernel follows in one path lookup.
+MAX_SYMLINKS: Final = 40
 
 # The leaf: O_NOFOLLOW refuses a symlink (ELOOP), O_NONBLOCK keeps a FIFO from blocking the
 # open, and O_NOCTTY keeps a terminal from becoming the process's controlling terminal.
@@ -105,6 +108,70 @@ def _components(path: str) -> list[str]:
     # (without building PurePath objects, which cost more than the rest of the check): a
     # sibling such as '/data_evil' never matches a root of '/data'.
     return [name for name in path.split("/") if name not in _NO_OP_NAMES]
+
+
+def _realpath(path: str) -> str:
+    """`os.path.realpath(path)` (non-strict), made the same on every Python version.
+
+    The standard library's version changed between releases: 3.11 recurses once per nested
+    symlink and fails at the recursion limit, 3.13 follows a chain of any length and hides
+    `readlink` errors. This one follows Python 3.13's rules for what a path means (missing
+    components kept, `..` applied to what was resolved so far, a symlink met again while it
+    is being resolved left as it is, which is a loop), and adds two of its own: like the
+    kernel, it follows at most `MAX_SYMLINKS` links, and a symlink that changes while it is
+    being read is an error, not a name to keep.
+
+    Args:
+        path: An absolute path.
+
+    Returns:
+        The canonical path.
+
+    Raises:
+        OSError: ELOOP after `MAX_SYMLINKS` links; `readlink`'s error when a symlink changed
+            between `lstat` and `readlink`.
+    """
+    # Names still to resolve, last first. A None marks the end of a symlink's target: the
+    # name under it is the symlink, whose resolution is then known.
+    pending: list[str | None] = list(reversed(path.split("/")))
+    resolved = "/"
+    # Each symlink met: None while its target is being resolved, then where it led.
+    links: dict[str, str | None] = {}
+    followed = 0
+    while pending:
+        name = pending.pop()
+        if name is None:
+            link = pending.pop()
+            links[str(link)] = resolved
+            continue
+        if name in _NO_OP_NAMES:
+            continue
+        if name == "..":
+            resolved = resolved.rpartition("/")[0] or "/"
+            continue
+        candidate = f"{resolved.rstrip('/')}/{name}"
+        try:
+            is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+        except OSError:
+            is_link = False
+        if not is_link:
+            resolved = candidate
+            continue
+        if candidate in links:
+            # Met before: reuse where it led, or keep it as it is if it is still being
+            # resolved (a loop, which the walk will refuse).
+            resolved = links[candidate] or candidate
+            continue
+        followed += 1
+        if followed > MAX_SYMLINKS:
+            raise OSError(errno.ELOOP, "too many levels of symbolic links")
+        target = os.readlink(candidate)
+        links[candidate] = None
+        if target.startswith("/"):
+            resolved = "/"
+        pending.extend((candidate, None))
+        pending.extend(reversed(target.split("/")))
+    return resolved
 
 
 def _subject(untrusted_path: str) -> str:
@@ -323,17 +390,13 @@ class SandboxRoot:
                 raise _outside(subject)
             relative = "/".join(names[len(self._root_names) :]) or "."
         try:
-            resolved = os.path.realpath(os.path.join(self._root, relative))
+            resolved = _realpath(os.path.join(self._root, relative))
         except OSError as exc:
-            # Non-strict realpath swallows lstat errors; what escapes comes from readlink
-            # after lstat found a symlink, so the link changed in between. EINVAL means it
-            # is no longer a symlink at all.
+            # Missing components are kept, as realpath keeps them; what escapes is ELOOP
+            # (too many links) or comes from readlink after lstat found a symlink, so the
+            # link changed in between. EINVAL means it is no longer a symlink at all.
             error = errno.ELOOP if exc.errno == errno.EINVAL else exc.errno
             raise _os_failure(error, subject) from None
-        except RecursionError:
-            # Python 3.11's realpath recurses once per nested symlink; a chain deeper than
-            # the recursion limit is far beyond the kernel's own 40-link limit.
-            raise _os_failure(errno.ELOOP, subject) from None
         resolved_names = _components(resolved)
         if resolved_names[: len(self._root_names)] != self._root_names:
             raise _outside(subject)
