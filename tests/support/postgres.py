@@ -295,8 +295,10 @@ def _traversable(directory: Path) -> bool:
     return all(os.stat(p).st_mode & 0o001 for p in [directory, *directory.parents])
 
 
-def _write_config(data_dir: Path, socket_dir: Path) -> None:
+def _write_config(data_dir: Path, socket_dir: Path, *, log_statements: bool) -> None:
     settings = dict(_SERVER_SETTINGS, unix_socket_directories=f"'{socket_dir}'")
+    if not log_statements:
+        settings["log_statement"] = "'none'"
     with (data_dir / "postgresql.conf").open("a", encoding="utf-8") as conf:
         conf.write("\n# Throwaway test server.\n")
         for name, value in settings.items():
@@ -307,8 +309,14 @@ def _write_config(data_dir: Path, socket_dir: Path) -> None:
     )
 
 
-def start_postgres() -> tuple[PostgresServer, Path]:
+def start_postgres(*, log_statements: bool = True) -> tuple[PostgresServer, Path]:
     """Create, start and load a throwaway server.
+
+    Args:
+        log_statements: Log every statement with its protocol, as the protocol test needs.
+            Benchmarks pass False: PostgreSQL's default logs none, and writing one log line
+            per statement would weigh on servers by the number of statements they send
+            rather than by their own work.
 
     Returns:
         The server, and the base directory to pass to `stop_postgres`.
@@ -339,7 +347,7 @@ def start_postgres() -> tuple[PostgresServer, Path]:
             "--no-sync",
         ]
     )
-    _write_config(data_dir, socket_dir)
+    _write_config(data_dir, socket_dir, log_statements=log_statements)
     if os.geteuid() == 0:
         shutil.chown(data_dir / "pg_hba.conf", SUPERUSER, SUPERUSER)
         log_file.touch()

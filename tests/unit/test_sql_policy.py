@@ -315,6 +315,15 @@ def test_whitespace_postgresql_does_not_know_is_refused(space: str) -> None:
     assert f"U+{ord(space):04X}" in failure.problem.detail
 
 
+def test_foreign_spaces_are_every_space_postgresql_does_not_know() -> None:
+    from mcp_server_suite.tools.sql_policy import _FOREIGN_SPACE, _PG_WHITESPACE
+
+    every = "".join(chr(code) for code in range(0x110000))
+    expected = [char for char in every if char.isspace() and char not in _PG_WHITESPACE]
+    assert expected  # U+00A0 and the other Unicode spaces.
+    assert _FOREIGN_SPACE.findall(every) == expected
+
+
 def test_unicode_spaces_inside_literals_and_identifiers_are_data() -> None:
     assert checked("SELECT 'a\u00a0b' AS \"c\u00a0d\"").sql == (
         "SELECT 'a\u00a0b' AS \"c\u00a0d\" LIMIT 51"

@@ -832,12 +832,14 @@ def test_session_state_never_survives_a_call(postgres_server: PostgresServer) ->
             await conn.execute("LISTEN leftover")
             await conn.execute("BEGIN; DECLARE held CURSOR WITH HOLD FOR SELECT 1; COMMIT")
         async with database._pool.connection() as conn:
+            # pg_cursors lists the call's own cursor and the unnamed portal its FETCH runs in
+            # (the extended protocol's portals are visible there); any other is left over.
             fetched = await fetch_read_only(
                 conn,
                 "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'),"
                 " (SELECT count(*) FROM pg_prepared_statements),"
                 " (SELECT count(*) FROM pg_listening_channels()),"
-                " (SELECT count(*) FROM pg_cursors WHERE name <> 'mcp_read_only_sql')",
+                " (SELECT count(*) FROM pg_cursors WHERE name NOT IN ('mcp_read_only_sql', ''))",
                 max_rows=1,
                 statement_timeout_ms=2000,
                 client_timeout=5,
@@ -1035,3 +1037,239 @@ def test_policy_answers_are_cached_per_query_and_cap(
 
     assert run_with_tool(reader_settings(postgres_server), body) == [1, 1, 1, 1]
     assert checks == ["SELECT 1", "SELECT 1", "SELECT 2", "SELECT 1"]
+
+
+# --- One round trip ----------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_a_call_clears_its_session_in_its_own_round_trip(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools.sql_session import SessionPins
+
+    # The policy refuses pg_advisory_lock; the checked query is built by hand to get past it,
+    # as a policy defect would. The lock is gone before the pool sees the connection again,
+    # and the pool's own reset never runs for a call that ended cleanly.
+    resets: list[int] = []
+    original = SessionPins.reset_statements
+
+    def counting() -> Any:
+        resets.append(1)
+        return original()
+
+    monkeypatch.setattr(SessionPins, "reset_statements", staticmethod(counting))
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+    locking = CheckedQuery(sql="SELECT pg_advisory_lock(4712) AS locked", limit=2, max_rows=1)
+
+    async def body(tool: SQLTool) -> tuple[int, list[list[Any]]]:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        async with database._pool.connection() as conn:
+            rows = (await database._run_on(conn, locking)).rows
+            locks = database_state(postgres_server).advisory_locks
+        await tool.run(ReadOnlySQLParams(query="SELECT 2"))
+        return locks, rows
+
+    assert run_with_tool(settings, body) == (0, [[""]])
+    assert resets == []
+
+
+@pytest.mark.postgres
+def test_a_cancelled_call_leaves_the_reset_to_the_pool(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools.sql_session import SessionPins
+
+    resets: list[int] = []
+    original = SessionPins.reset_statements
+
+    def counting() -> Any:
+        resets.append(1)
+        return original()
+
+    monkeypatch.setattr(SessionPins, "reset_statements", staticmethod(counting))
+    settings = reader_settings(postgres_server, sql_pool_max_size=1, sql_query_timeout=10.0)
+    slow = ReadOnlySQLParams(query="SELECT count(*) FROM generate_series(1, 100000000000) AS g")
+
+    async def body(tool: SQLTool) -> ReadOnlySQLResult:
+        task = asyncio.create_task(tool.run(slow))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The same (only) connection serves the next call, reset by the pool.
+        return await tool.run(ReadOnlySQLParams(query="SELECT 3 AS three"))
+
+    assert run_with_tool(settings, body).rows == [[3]]
+    assert resets == [1]
+
+
+@pytest.mark.postgres
+def test_a_read_back_that_fails_after_the_query_closes_the_connection(
+    postgres_server: PostgresServer,
+) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable
+
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+
+    async def body(tool: SQLTool) -> None:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        async with database._pool.connection() as conn:
+            # bytea_output is not among the settings PostgreSQL reports on its own, so only
+            # the read-back at the end of the call can see it changed.
+            await conn.execute("SET bytea_output = 'escape'")
+            with pytest.raises(DatabaseUnavailable, match="pinned settings did not hold"):
+                await database._run_on(conn, checked("SELECT 1"))
+            assert conn.closed
+        result = await tool.run(ReadOnlySQLParams(query="SELECT '\\x01'::bytea AS b"))
+        assert result.rows == [["\\x01"]]
+
+    run_with_tool(settings, body)
+
+
+@pytest.mark.postgres
+def test_an_error_outside_the_table_is_internal_and_the_session_stays_usable(
+    postgres_server: PostgresServer,
+) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable, fetch_read_only
+    from mcp_server_suite.tools.sql_values import make_adapters
+
+    async def body() -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            postgres_server.superuser_dsn, autocommit=True, context=make_adapters()
+        )
+        try:
+            # 55000 (object_not_in_prerequisite_state) is no fault of the query's text.
+            with pytest.raises(DatabaseUnavailable, match="SQLSTATE 55000") as caught:
+                await fetch_read_only(
+                    conn,
+                    "SELECT currval('s')",
+                    max_rows=1,
+                    statement_timeout_ms=2000,
+                    client_timeout=5,
+                )
+            assert isinstance(caught.value.__cause__, psycopg.errors.ObjectNotInPrerequisiteState)
+            assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            again = await fetch_read_only(
+                conn, "SELECT 1 AS one", max_rows=1, statement_timeout_ms=2000, client_timeout=5
+            )
+            assert again.rows == [[1]]
+        finally:
+            await conn.close()
+
+    asyncio.run(body())
+
+
+class _Result:
+    # A stand-in for libpq's PGresult: its status is all the pipeline reads.
+    def __init__(self, status: psycopg.pq.ExecStatus) -> None:
+        self.status = status
+
+
+class _ScriptedConnection:
+    # A stand-in for libpq's PGconn in pipeline mode, replaying scripted replies.
+    def __init__(self, flushes: list[int], busy: list[bool], results: list[Any]) -> None:
+        self.flushes = flushes
+        self.busy = busy
+        self.results = results
+        self.sent: list[bytes | None] = []
+        self.consumed = 0
+        self.in_pipeline = False
+
+    def enter_pipeline_mode(self) -> None:
+        self.in_pipeline = True
+
+    def exit_pipeline_mode(self) -> None:
+        self.in_pipeline = False
+
+    def send_query_params(self, statement: bytes, params: None) -> None:
+        self.sent.append(statement)
+
+    def pipeline_sync(self) -> None:
+        self.sent.append(None)
+
+    def flush(self) -> int:
+        return self.flushes.pop(0) if self.flushes else 0
+
+    def consume_input(self) -> None:
+        self.consumed += 1
+
+    def is_busy(self) -> bool:
+        return self.busy.pop(0) if self.busy else False
+
+    def get_result(self) -> Any:
+        return self.results.pop(0)
+
+
+def _drive(generator: Any, replies: list[Any]) -> Any:
+    # Runs a psycopg generator to its end, answering each wait with the next reply.
+    waits = []
+    try:
+        waits.append(next(generator))
+        while True:
+            waits.append(generator.send(replies.pop(0) if replies else 0))
+    except StopIteration as stop:
+        return waits, stop.value
+
+
+OK = psycopg.pq.ExecStatus.COMMAND_OK
+SYNC = psycopg.pq.ExecStatus.PIPELINE_SYNC
+
+
+def test_the_pipeline_sends_every_segment_and_groups_the_results() -> None:
+    from psycopg.waiting import Ready, Wait
+
+    from mcp_server_suite.tools.sql_session import _pipeline
+
+    first, second, third = _Result(OK), _Result(OK), _Result(OK)
+    conn = _ScriptedConnection(
+        # The output goes out in three writes; the server answers while it is written.
+        flushes=[1, 1, 0],
+        # The first result is not there yet on the first look, nor after a wake-up with
+        # nothing to read (as psycopg resumes a generator after a cancellation).
+        busy=[True, True, False],
+        results=[first, None, second, None, _Result(SYNC), third, None, _Result(SYNC)],
+    )
+    waits, segments = _drive(
+        _pipeline(conn, [(b"A", b"B"), (b"C",)]),  # type: ignore[arg-type]  # A stand-in.
+        [Ready.R, None, Ready.NONE, Ready.R],
+    )
+    assert conn.sent == [b"A", b"B", None, b"C", None]
+    assert waits == [Wait.RW, Wait.RW, Wait.R, Wait.R]
+    assert conn.consumed == 2
+    assert segments == [[first, second], [third]]
+    assert not conn.in_pipeline
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        [None],  # No result for a statement.
+        [_Result(OK), _Result(OK)],  # Two results for one statement.
+        [_Result(OK), None, None],  # No Sync after the segment.
+        [_Result(OK), None, _Result(OK)],  # A result where the Sync belongs.
+    ],
+)
+def test_a_pipeline_out_of_step_is_an_internal_error(results: list[Any]) -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable, _pipeline
+
+    conn = _ScriptedConnection(flushes=[], busy=[], results=results)
+    with pytest.raises(DatabaseUnavailable, match="did not match"):
+        _drive(_pipeline(conn, [(b"A",)]), [])  # type: ignore[arg-type]  # A stand-in.
+    # The connection stays in pipeline mode, which `_recover()` answers by closing it.
+    assert conn.in_pipeline
+
+
+def test_a_cleanup_statement_that_did_not_run_fails_the_check() -> None:
+    from mcp_server_suite.tools.sql_session import DatabaseUnavailable, _ensure_completed
+
+    tuples = _Result(psycopg.pq.ExecStatus.TUPLES_OK)
+    _ensure_completed([_Result(OK), tuples])  # type: ignore[list-item]  # Stand-ins.
+    with pytest.raises(DatabaseUnavailable, match="PIPELINE_ABORTED"):
+        _ensure_completed(
+            [_Result(OK), _Result(psycopg.pq.ExecStatus.PIPELINE_ABORTED)]  # type: ignore[list-item]  # Stand-ins.
+        )

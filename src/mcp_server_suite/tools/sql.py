@@ -133,12 +133,17 @@ def check_untrusted_sql(text: str, *, max_rows: int, functions: "FunctionPolicy"
     return CheckedQuery(sql=executed, limit=effective, max_rows=max_rows)
 
 
-def _render(root: "exp.Query", effective: int) -> str:
+def _render(root: "exp.Query", row_count: int) -> str:
     # Rewrites the outer LIMIT in place and regenerates the SQL that runs.
     from sqlglot.errors import SqlglotError  # noqa: PLC0415  # Rule 1.
 
-    from mcp_server_suite.tools.sql_policy import RENDER_OPTIONS  # noqa: PLC0415  # Rule 1.
+    from mcp_server_suite.tools.sql_policy import (  # noqa: PLC0415  # Rule 1.
+        RENDER_OPTIONS,
+        limit_clause,
+    )
 
+    # The clause is built as a node: given a bare number, sqlglot would parse "LIMIT n" again.
+    effective = limit_clause(row_count)
     try:
         return root.limit(effective, copy=False).sql(**RENDER_OPTIONS)
     except RecursionError:

@@ -6,17 +6,22 @@ Rules:
    on`, `client_encoding = UTF8`, `search_path = pg_catalog, <schemas>`,
    `default_transaction_read_only = on` and the output styles `sql_values` relies on. They
    are set and read back when a connection is created, read back again (with the session
-   state cleared) every time one is returned, and the values PostgreSQL reports on its own
-   are checked before every use. A connection that fails a check is closed, never used. So is
+   state cleared) at the end of every call, and the values PostgreSQL reports on its own are
+   checked before every use. A connection that fails a check is closed, never used. So is
    one whose role is a superuser: the role is the last line of defence.
-2. One call is three round trips. `BEGIN TRANSACTION READ ONLY` with a transaction-local
-   `statement_timeout`; `DECLARE ... CURSOR FOR <checked SQL>` sent over the extended query
-   protocol, in which PostgreSQL refuses a second statement; `FETCH FORWARD max_rows + 1`
-   followed by `ROLLBACK`. The transaction is always rolled back, and the server stops after
-   the rows fetched.
-3. When a call fails or is cancelled, the transaction is rolled back; a connection whose
-   state is then unknown is closed. Cancellation cancels the query on the server too
-   (psycopg sends a cancel request when the awaiting task is cancelled).
+2. One call is one network round trip: a libpq pipeline of two segments, each ended by a
+   Sync. The read: `BEGIN TRANSACTION READ ONLY`, a transaction-local `statement_timeout`,
+   `DECLARE ... NO SCROLL CURSOR FOR <checked SQL>` and `FETCH FORWARD max_rows + 1`. The
+   cleanup: `ROLLBACK`, then the session reset and the read-back of the pins. Every statement
+   travels over the extended query protocol (the only one pipeline mode has), in which
+   PostgreSQL refuses a second statement in one. An error aborts the rest of its own segment
+   only, so the cleanup runs whatever the read did: the transaction is always rolled back,
+   the session always cleared, and the server stops after the rows fetched.
+3. A connection goes back to the pool clean: cleared and read back by its call's own cleanup
+   segment, or else (a cancelled or failed call) rolled back and then cleared and read back
+   by the pool's reset. One whose state cannot be established is closed. Cancellation
+   cancels the query on the server too (psycopg sends a cancel request when the awaiting
+   task is cancelled, then lets the pipeline finish).
 4. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
    (`SQLSTATE_CODES`, `SQLSTATE_CLASSES`); every other failure is `DatabaseUnavailable`, an
    internal error whose text reaches stderr only. No message carries the DSN: it is checked
@@ -27,14 +32,20 @@ import asyncio
 import logging
 import math
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, sql
+from psycopg.abc import PQGen
+from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import TransactionStatus
+from psycopg.errors import error_from_result
+from psycopg.pq import ExecStatus, PipelineStatus, TransactionStatus
+from psycopg.pq.abc import PGconn, PGresult
+from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from mcp_server_suite.schemas.echo import quote
@@ -105,6 +116,36 @@ _REPORTED_PINS: Final = (
     (b"is_superuser", b"off"),
 )
 
+# The statements of every call, encoded once. The cursor name is the server's own identifier;
+# only the checked SQL and two integers are added per call.
+_CURSOR: Final = sql.Identifier(CURSOR_NAME).as_bytes(None)
+_BEGIN: Final = b"BEGIN TRANSACTION READ ONLY"
+_DECLARE: Final = b"DECLARE " + _CURSOR + b" NO SCROLL CURSOR FOR "
+_ROLLBACK: Final = b"ROLLBACK"
+
+# What clears the session state a rollback leaves: advisory locks, prepared statements,
+# holdable cursors and LISTEN registrations survive a rolled-back transaction, and none may
+# reach the next call.
+_RESET_STATEMENTS: Final = (
+    "CLOSE ALL",
+    "UNLISTEN *",
+    "SELECT pg_catalog.pg_advisory_unlock_all()",
+    "DEALLOCATE ALL",
+)
+# The query that reads every pinned setting back, in `SessionPins.ensure_read_back()` order.
+_READ_BACK: Final = (
+    "SELECT pg_catalog.current_setting('standard_conforming_strings'), "
+    "pg_catalog.current_setting('client_encoding'), "
+    "pg_catalog.current_setting('search_path'), "
+    "pg_catalog.current_setting('default_transaction_read_only'), "
+    "pg_catalog.current_setting('DateStyle'), "
+    "pg_catalog.current_setting('IntervalStyle'), "
+    "pg_catalog.current_setting('bytea_output'), "
+    "pg_catalog.current_setting('is_superuser')"
+)
+# The results a statement of the cleanup segment may end with.
+_COMPLETED: Final = frozenset({ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK})
+
 
 class DatabaseUnavailable(RuntimeError):
     """PostgreSQL could not serve the call: an infrastructure fault, reported as -32603."""
@@ -174,29 +215,26 @@ class SessionPins:
         """Return the statements that clear session state a rollback leaves, then read back.
 
         Advisory locks, prepared statements, open cursors and LISTEN registrations survive a
-        rolled-back transaction; none may reach the next call.
+        rolled-back transaction; none may reach the next call. This is the pool's reset, for
+        a connection whose call did not end with `cleanup_statements()`.
         """
-        return (
-            sql.SQL(
-                "CLOSE ALL; UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); "
-                "DEALLOCATE ALL; "
-            )
-            + SessionPins.read_back()
+        return sql.SQL("".join(f"{statement}; " for statement in _RESET_STATEMENTS)) + (
+            SessionPins.read_back()
         )
 
     @staticmethod
+    def cleanup_statements() -> tuple[bytes, ...]:
+        """Return the same reset and read-back as `reset_statements()`, one statement each.
+
+        A pipeline sends every statement over the extended protocol, which takes one
+        statement per message.
+        """
+        return (*(statement.encode() for statement in _RESET_STATEMENTS), _READ_BACK.encode())
+
+    @staticmethod
     def read_back() -> sql.SQL:
-        """Return the query that reads every pinned setting, in `expected()` order."""
-        return sql.SQL(
-            "SELECT pg_catalog.current_setting('standard_conforming_strings'), "
-            "pg_catalog.current_setting('client_encoding'), "
-            "pg_catalog.current_setting('search_path'), "
-            "pg_catalog.current_setting('default_transaction_read_only'), "
-            "pg_catalog.current_setting('DateStyle'), "
-            "pg_catalog.current_setting('IntervalStyle'), "
-            "pg_catalog.current_setting('bytea_output'), "
-            "pg_catalog.current_setting('is_superuser')"
-        )
+        """Return the query that reads every pinned setting, in `ensure_read_back()` order."""
+        return sql.SQL(_READ_BACK)
 
     def ensure_read_back(self, row: Sequence[Any] | None) -> None:
         """Check the row `read_back()` returned.
@@ -282,6 +320,9 @@ class ReadOnlyDatabase:
         self._query_timeout: Final = query_timeout
         self._max_size: Final = pool_max_size
         self._holding = 0
+        # Connections whose call ended with a verified cleanup segment (Rule 3); weak, so
+        # that a connection the pool drops is forgotten here too.
+        self._cleaned: Final[weakref.WeakSet[AsyncConnection[Any]]] = weakref.WeakSet()
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
@@ -318,6 +359,12 @@ class ReadOnlyDatabase:
         self._pins.ensure_read_back(await _last_row(cursor))
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
+        # The pool calls this on every connection returned to it (Rule 3).
+        if conn in self._cleaned:
+            # The call's own cleanup segment cleared the session and read the pins back,
+            # after its last statement: nothing has run on it since.
+            self._cleaned.discard(conn)
+            return
         cursor = await conn.execute(self._pins.reset_statements())
         self._pins.ensure_read_back(await _last_row(cursor))
 
@@ -361,13 +408,24 @@ class ReadOnlyDatabase:
         except DatabaseUnavailable:
             await conn.close()
             raise
-        return await fetch_read_only(
+        outcome = await _read_in_one_round_trip(
             conn,
             checked.sql,
             max_rows=checked.max_rows,
             statement_timeout_ms=self._pins.statement_timeout_ms,
             client_timeout=self._query_timeout + CLIENT_GRACE_S,
+            pins=self._pins,
         )
+        # The read returned, so its cleanup segment cleared the session and proved the pins
+        # (Rule 3): the pool's reset has nothing left to do.
+        self._cleaned.add(conn)
+        return _rows_or_raise(outcome)
+
+
+def _rows_or_raise(outcome: FetchedRows | ToolFailure) -> FetchedRows:
+    if isinstance(outcome, ToolFailure):
+        raise outcome
+    return outcome
 
 
 async def fetch_read_only(
@@ -381,7 +439,8 @@ async def fetch_read_only(
     """Run one statement in a read-only transaction that is always rolled back.
 
     The statement is declared as a cursor over the extended query protocol and at most
-    `max_rows + 1` rows are fetched.
+    `max_rows + 1` rows are fetched, in one round trip that ends with the rollback (Rule 2).
+    The session is not reset: the pool does that (`ReadOnlyDatabase`).
 
     Args:
         conn: An idle autocommit connection loading values with `sql_values.make_adapters()`.
@@ -397,26 +456,44 @@ async def fetch_read_only(
         ToolFailure: PostgreSQL refused the query, it timed out, or its result is too large.
         DatabaseUnavailable: The connection or the server failed.
     """
-    cursor = conn.cursor()
-    begin = sql.SQL("BEGIN TRANSACTION READ ONLY; SET LOCAL statement_timeout = {}").format(
-        sql.Literal(statement_timeout_ms)
+    outcome = await _read_in_one_round_trip(
+        conn,
+        statement,
+        max_rows=max_rows,
+        statement_timeout_ms=statement_timeout_ms,
+        client_timeout=client_timeout,
+        pins=None,
     )
+    return _rows_or_raise(outcome)
+
+
+async def _read_in_one_round_trip(
+    conn: AsyncConnection[Any],
+    statement: str,
+    *,
+    max_rows: int,
+    statement_timeout_ms: int,
+    client_timeout: float,
+    pins: SessionPins | None,
+) -> FetchedRows | ToolFailure:
+    # Runs Rule 2's round trip. It returns the rows or the in-band problem the query met, once
+    # the cleanup segment has ended the transaction and, given `pins`, cleared the session and
+    # proved the pins; it raises when that cannot be established, after `_recover()`.
+    #
     # The checked statement is inserted as SQL on purpose: it is the policy's regenerated
-    # text, and the extended protocol below refuses anything but one statement.
-    declare = sql.SQL("DECLARE {} NO SCROLL CURSOR FOR ").format(
-        sql.Identifier(CURSOR_NAME)
-    ) + sql.SQL(statement)
-    fetch = sql.SQL("FETCH FORWARD {} FROM {}; ROLLBACK").format(
-        sql.Literal(max_rows + 1), sql.Identifier(CURSOR_NAME)
+    # text, and the extended protocol refuses anything but one statement (test_sql_tool.py
+    # reads the server log to prove it travels that way).
+    encoding = conn.info.encoding
+    read_segment = (
+        _BEGIN,
+        b"SET LOCAL statement_timeout = %d" % statement_timeout_ms,
+        _DECLARE + statement.encode(encoding),
+        b"FETCH FORWARD %d FROM %b" % (max_rows + 1, _CURSOR),
     )
+    cleanup_segment = (_ROLLBACK,) if pins is None else (_ROLLBACK, *pins.cleanup_statements())
     try:
-        async with asyncio.timeout(client_timeout):
-            await cursor.execute(begin)
-            # binary=True makes psycopg send the statement with PQsendQueryParams: the
-            # extended query protocol, in which PostgreSQL refuses a second statement
-            # (test_sql_tool.py reads the server log to prove it).
-            await cursor.execute(declare, binary=True)
-            await cursor.execute(fetch)
+        async with asyncio.timeout(client_timeout), conn.lock:
+            read, cleanup = await conn.wait(_pipeline(conn.pgconn, (read_segment, cleanup_segment)))
     except TimeoutError:
         await _recover(conn)
         raise DeadlineExceeded(
@@ -429,16 +506,115 @@ async def fetch_read_only(
     except BaseException:
         await _recover(conn)
         raise
-    columns = [column.name for column in cursor.description or ()]
-    rows = normalise_rows(await cursor.fetchall())
+    try:
+        _ensure_completed(cleanup)
+        if pins is not None:
+            read_back = _load_rows(conn, cleanup[-1])
+            pins.ensure_read_back(read_back[0] if read_back else None)
+    except DatabaseUnavailable:
+        # The transaction may not have ended, or the session holds what it must not: the
+        # connection is never used again.
+        await conn.close()
+        raise
+    # The first statement that did not complete failed; the ones after it were skipped.
+    failed = next((result for result in read if result.status not in _COMPLETED), None)
+    if failed is not None:
+        error = error_from_result(failed, encoding=encoding)
+        problem = translate_database_error(error, statement_timeout_ms)
+        if not isinstance(problem, ToolFailure):
+            raise problem from error
+        problem.__cause__ = error
+        return problem
+    fetched = read[-1]
+    columns = [(fetched.fname(index) or b"").decode(encoding) for index in range(fetched.nfields)]
+    try:
+        rows = normalise_rows(_load_rows(conn, fetched))
+    except ToolFailure as exc:
+        return exc
     return FetchedRows(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
+
+
+def _load_rows(conn: AsyncConnection[Any], result: PGresult) -> list[list[Any]]:
+    # Loads a result's rows with the connection's loaders (`sql_values.make_adapters()`).
+    transformer = Transformer(conn)
+    transformer.set_pgresult(result)
+    return transformer.load_rows(0, result.ntuples, list)
+
+
+def _ensure_completed(results: Sequence[PGresult]) -> None:
+    # Raises DatabaseUnavailable unless every statement of a cleanup segment ran.
+    for result in results:
+        if result.status not in _COMPLETED:
+            raise DatabaseUnavailable(
+                f"the session cleanup failed ({ExecStatus(result.status).name})"
+            )
+
+
+def _pipeline(pgconn: PGconn, segments: Sequence[Sequence[bytes]]) -> PQGen[list[list[PGresult]]]:
+    """Send every segment in pipeline mode, each ended by a Sync, and collect the results.
+
+    Hazardous: this drives libpq directly, under the connection's lock, through
+    `AsyncConnection.wait()` (which cancels the query on the server and lets this generator
+    finish when the awaiting task is cancelled). It leaves the connection out of pipeline
+    mode when it returns, and in it when it raises: `_recover()` then closes the connection.
+
+    Args:
+        pgconn: The idle connection.
+        segments: Statements, one per message; a Sync follows each segment.
+
+    Returns:
+        One result per statement, by segment. A statement after an error in its segment
+        has a `PIPELINE_ABORTED` result.
+
+    Raises:
+        psycopg.OperationalError: libpq failed, or the connection broke.
+        DatabaseUnavailable: The results did not match the statements.
+    """
+    pgconn.enter_pipeline_mode()
+    for segment in segments:
+        for statement in segment:
+            pgconn.send_query_params(statement, None)
+        pgconn.pipeline_sync()
+    # Pipeline mode buffers what it sends. While it goes out, replies are read as they
+    # arrive, so that a server blocked on writing them never stops reading the rest.
+    while pgconn.flush():
+        ready = yield Wait.RW
+        # After a cancellation psycopg resumes the generator with nothing ready.
+        if ready and ready & Ready.R:
+            pgconn.consume_input()
+    collected: list[list[PGresult]] = []
+    for segment in segments:
+        results: list[PGresult] = []
+        for _ in segment:
+            result = yield from _next_result(pgconn)
+            # Each statement has one result, and its results end with None.
+            if result is None or (yield from _next_result(pgconn)) is not None:
+                raise DatabaseUnavailable("the pipeline's results did not match its statements")
+            results.append(result)
+        sync = yield from _next_result(pgconn)
+        if sync is None or sync.status != ExecStatus.PIPELINE_SYNC:
+            raise DatabaseUnavailable("the pipeline's results did not match its statements")
+        collected.append(results)
+    pgconn.exit_pipeline_mode()
+    return collected
+
+
+def _next_result(pgconn: PGconn) -> PQGen[PGresult | None]:
+    # Waits until libpq has the next result, then takes it.
+    while pgconn.is_busy():
+        if (yield Wait.R):
+            pgconn.consume_input()
+    return pgconn.get_result()
 
 
 async def _recover(conn: AsyncConnection[Any]) -> None:
     # Brings the connection back to idle, or closes it so the pool never reuses it.
     try:
         status = conn.pgconn.transaction_status
-        if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        if conn.pgconn.pipeline_status != PipelineStatus.OFF:
+            # A pipeline left unread: what it still holds is unknown.
+            await conn.close()
+        elif status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
             await conn.execute("ROLLBACK")
         elif status != TransactionStatus.IDLE:
             await conn.close()

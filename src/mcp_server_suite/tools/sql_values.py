@@ -23,7 +23,6 @@ Rules:
 import json
 import math
 import re
-from collections.abc import Sequence
 from typing import Any, Final
 
 from psycopg import postgres
@@ -126,20 +125,32 @@ def make_adapters() -> AdaptersMap:
     return adapters
 
 
-def normalise_rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """Turn loaded rows into lists of JSON values, after checking their size.
+def normalise_rows(rows: list[list[Any]]) -> list[list[Any]]:
+    """Turn loaded rows into rows of JSON values, in place, after checking their size.
 
     Args:
-        rows: Rows loaded with `make_adapters()`.
+        rows: Rows loaded with `make_adapters()`, as lists; they are changed in place.
 
     Returns:
-        The rows, with JSON documents decoded.
+        The same rows, with JSON documents decoded.
 
     Raises:
         ToolFailure: The rows hold more than `MAX_RESULT_CHARS` of text, or a JSON document
             nests deeper than `MAX_JSON_DEPTH` (`MCP_VALIDATION_ERROR`).
     """
-    total = sum(_size(value) for row in rows for value in row)
+    total = 0
+    nested = False
+    for row in rows:
+        for value in row:
+            # Plain text is the common case: it is counted inline. JSON documents and arrays
+            # are measured by `_size` and decoded below; everything else is a small scalar.
+            if type(value) is str:
+                total += len(value)
+            elif isinstance(value, str | list):
+                total += _size(value)
+                nested = True
+            else:
+                total += _SCALAR_CHARS
     if total > MAX_RESULT_CHARS:
         raise ToolFailure(
             f"The result holds {total} characters, more than the {MAX_RESULT_CHARS} allowed: "
@@ -148,7 +159,10 @@ def normalise_rows(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
             invalid_params=("query", "max_rows"),
             metadata={"result_chars": total, "max_result_chars": MAX_RESULT_CHARS},
         )
-    return [[_normalise(value) for value in row] for row in rows]
+    if nested:
+        for row in rows:
+            row[:] = [_normalise(value) for value in row]
+    return rows
 
 
 # A number, a boolean or a null counts as this many characters: about its JSON length.
