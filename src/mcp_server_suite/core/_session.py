@@ -16,7 +16,6 @@ import stat
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final, Protocol
 
 from mcp_server_suite.core.framing import NEED_DATA, FrameTooLarge, LineFramer
@@ -422,7 +421,6 @@ async def serve_session(
     framer: LineFramer,
     early_signals: Sequence[signal.Signals] = (),
     grace: float = DRAIN_GRACE_S,
-    worker_threads: int | None = None,
 ) -> None:
     """Serve one session over the given descriptors until it ends.
 
@@ -434,14 +432,8 @@ async def serve_session(
         framer: The framer, with whatever the handshake phase left buffered in it.
         early_signals: Stop signals received before the session's handlers were installed.
         grace: How long calls in flight may finish after input ends or a first signal.
-        worker_threads: Size of the thread pool for blocking tool work; by default one
-            thread per concurrency slot, so a slot never waits for a thread.
     """
     loop = asyncio.get_running_loop()
-    executor = ThreadPoolExecutor(
-        max_workers=worker_threads or guardrails.limiter.slots, thread_name_prefix="tool"
-    )
-    loop.set_default_executor(executor)
     channel = await _open_channel(in_fd, out_fd)
     session = _Session(dispatcher, guardrails, channel, framer, grace)
     installed: deque[signal.Signals] = deque()

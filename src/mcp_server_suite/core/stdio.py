@@ -180,7 +180,6 @@ async def serve(
     framer: LineFramer | None = None,
     stop: StopSignals | None = None,
     grace: float | None = None,
-    worker_threads: int | None = None,
 ) -> None:
     """Serve the session on the event loop until it ends.
 
@@ -194,8 +193,6 @@ async def serve(
             soon as the session's own handlers are installed.
         grace: How long calls in flight may finish after input ends or a first signal;
             the design document's 5 s when None.
-        worker_threads: Size of the thread pool for blocking tool work; by default one
-            thread per concurrency slot, so a slot never waits for a thread.
     """
     from mcp_server_suite.core import _session  # noqa: PLC0415  # The event loop's half.
 
@@ -209,5 +206,4 @@ async def serve(
         if stop is None or stop.last is None
         else (stop.last,) * min(stop.count, 2),
         grace=_session.DRAIN_GRACE_S if grace is None else grace,
-        worker_threads=worker_threads,
     )

@@ -29,6 +29,7 @@ from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams, ReadOnlySQLResult
 from mcp_server_suite.tools.sql_functions import denial_reason
+from mcp_server_suite.workers import run_blocking
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -222,7 +223,7 @@ class SQLTool:
                 params.query, max_rows=params.max_rows, functions=self._functions
             )
         else:
-            checked = await asyncio.to_thread(
+            checked = await run_blocking(
                 check_untrusted_sql,
                 params.query,
                 max_rows=params.max_rows,
