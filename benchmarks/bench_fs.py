@@ -229,6 +229,9 @@ def ensure_node_server() -> str:
 def contenders(data_dir: Path, *, with_node: bool) -> list[Contender]:
     """The servers to compare, reading `small.txt` in `data_dir`."""
     base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    # PYTHONPATH passes through, so another checkout's src/ can be measured with this venv.
+    if "PYTHONPATH" in os.environ:
+        base_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     servers = [
         Contender(
             name="mcp-server-suite (sandbox_fs_read)",

@@ -198,9 +198,10 @@ def test_root_swapped_after_start_cannot_redirect_reads(tmp_path: Path) -> None:
         server.initialize()
         tree.root.rename(tree.base / "root_moved")
         tree.root.symlink_to(tree.outside)
-        # The name now leads outside: resolution refuses it, and nothing outside is read.
+        # The name now leads outside, but reads start beneath the directory opened at
+        # start-up, which has no secret.txt: nothing outside is read.
         response = server.call_tool(TOOL, {"relative_path": "secret.txt"})
-        assert problem_of(response)["code"] == "MCP_ACCESS_DENIED"
+        assert problem_of(response)["detail"] == "'secret.txt' does not exist"
         tree.root.unlink()
         tree.root.mkdir()
         (tree.root / "ok.txt").write_bytes(b"impostor\n")

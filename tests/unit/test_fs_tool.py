@@ -817,8 +817,8 @@ def after_resolution(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]
     real_realpath = fs_module._realpath
     pending = [action]
 
-    def realpath_then_act(path: str) -> str:
-        resolved = real_realpath(path)
+    def realpath_then_act(base: str, relative: str) -> str:
+        resolved = real_realpath(base, relative)
         while pending:
             pending.pop()()
         return resolved
@@ -937,7 +937,7 @@ def test_resolution_failures_fail_closed(
     code: MCPErrorCode,
     phrase: str,
 ) -> None:
-    def failing_realpath(path: str) -> str:
+    def failing_realpath(base: str, relative: str) -> str:
         raise OSError(error, os.strerror(error))
 
     monkeypatch.setattr(fs_module, "_realpath", failing_realpath)
@@ -949,7 +949,9 @@ def test_unnormalised_resolution_is_refused(
     sandbox: SandboxRoot, tree: FSTree, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The walk must never open '..': a resolver that left one in is refused, not trusted.
-    monkeypatch.setattr(fs_module, "_realpath", lambda path: f"{tree.root}/sub/../../outside")
+    monkeypatch.setattr(
+        fs_module, "_realpath", lambda base, relative: f"{tree.root}/sub/../../outside"
+    )
     problem = refusal(sandbox, "sub/x")
     assert (problem.code, problem.detail) == (
         ACCESS,
@@ -997,8 +999,8 @@ def test_realpath_agrees_with_the_standard_library(tree: FSTree) -> None:
         "",
     ):
         path = os.path.join(str(tree.root), relative)
-        assert _realpath(path) == os.path.realpath(path), relative
-    assert _realpath("/") == "/"
+        assert _realpath(str(tree.root), relative) == os.path.realpath(path), relative
+    assert _realpath("/", "..") == "/"
 
 
 # The race: a directory inside the root trades places with a symlink to the outside, as
@@ -1126,12 +1128,16 @@ def test_root_renamed_and_replaced_by_an_impostor(tmp_path: Path) -> None:
     impostor.mkdir()
     (impostor / "ok.txt").write_bytes(b"impostor\n")
     try:
-        # Resolution still uses the name, but the walk starts from the descriptor.
+        # Resolution starts beneath the canonical root and the walk from its descriptor, so
+        # a new directory under the root's name changes nothing.
         assert read(sandbox, "ok.txt").content == "original\n"
         impostor.rename(tmp_path / "impostor")
         impostor.symlink_to(outside)
-        # Now the name leads outside: resolution refuses it.
-        assert refusal(sandbox, "secret.txt").code is ACCESS
+        # Nor does a symlink to the outside under that name: the file the caller asks for
+        # is looked for in the directory opened at start-up, where it does not exist.
+        problem = refusal(sandbox, "secret.txt")
+        assert (problem.code, problem.detail) == (INVALID, "'secret.txt' does not exist")
+        assert read(sandbox, "ok.txt").content == "original\n"
     finally:
         sandbox.close()
 

@@ -12,6 +12,7 @@ Rules:
 
 import codecs
 import encodings
+import functools
 import re
 from typing import Annotated, Final
 
@@ -77,6 +78,13 @@ def canonical_text_codec(name: str) -> str:
             bytes-to-bytes or str-to-str codec (`base64`, `zlib`, `rot13`), or names a codec
             in `REFUSED_TEXT_CODECS`.
     """
+    return _lookup_text_codec(name)
+
+
+# Every call names a codec, almost always the same few: their verdicts are kept. Refusals
+# raise and so are never kept, and the size bounds what a caller cycling names can hold.
+@functools.lru_cache(maxsize=64)
+def _lookup_text_codec(name: str) -> str:
     shown = quote(name, MAX_ENCODING_CHARS)
     if not _ENCODING_SHAPE.fullmatch(name):
         raise ValueError(f"{shown} is not a codec name (letters and digits, single separators)")

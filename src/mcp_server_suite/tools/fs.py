@@ -110,8 +110,8 @@ def _components(path: str) -> list[str]:
     return [name for name in path.split("/") if name not in _NO_OP_NAMES]
 
 
-def _realpath(path: str) -> str:
-    """`os.path.realpath(path)` (non-strict), made the same on every Python version.
+def _realpath(base: str, relative: str) -> str:
+    """`os.path.realpath(os.path.join(base, relative))` (non-strict), the same on every Python.
 
     The standard library's version changed between releases: 3.11 recurses once per nested
     symlink and fails at the recursion limit, 3.13 follows a chain of any length and hides
@@ -122,7 +122,9 @@ def _realpath(path: str) -> str:
     being read is an error, not a name to keep.
 
     Args:
-        path: An absolute path.
+        base: A canonical absolute directory (the sandbox root): its own components are
+            known to hold no symlink, so resolution starts beneath it.
+        relative: The path to resolve from `base`.
 
     Returns:
         The canonical path.
@@ -133,8 +135,8 @@ def _realpath(path: str) -> str:
     """
     # Names still to resolve, last first. A None marks the end of a symlink's target: the
     # name under it is the symlink, whose resolution is then known.
-    pending: list[str | None] = list(reversed(path.split("/")))
-    resolved = "/"
+    pending: list[str | None] = list(reversed(relative.split("/")))
+    resolved = base
     # Each symlink met: None while its target is being resolved, then where it led.
     links: dict[str, str | None] = {}
     followed = 0
@@ -390,7 +392,7 @@ class SandboxRoot:
                 raise _outside(subject)
             relative = "/".join(names[len(self._root_names) :]) or "."
         try:
-            resolved = _realpath(os.path.join(self._root, relative))
+            resolved = _realpath(self._root, relative)
         except OSError as exc:
             # Missing components are kept, as realpath keeps them; what escapes is ELOOP
             # (too many links) or comes from readlink after lstat found a symlink, so the
