@@ -1,0 +1,496 @@
+"""Benchmark the protocol core: start-up, round trips, call throughput and memory, in one run.
+
+MCP clients spawn a stdio server for every session, so start-up is latency a user waits
+for, and a desktop runs many such servers at once, so memory counts. Three servers are
+measured side by side, each answering the same requests:
+
+- this server, `python -m mcp_server_suite` (no `MCP_SQL_DSN`: the SQL stack is not loaded);
+- the MCP SDK's `MCPServer` with an equivalent `system_metrics` (`benchmarks/sdk_server.py`);
+- a bare standard-library NDJSON server with canned answers (`benchmarks/echo_server.py`).
+
+Figures, per server:
+
+- cold start: spawn to the `initialize` response, the median of `--runs` fresh processes,
+  and then spawn to the first `tools/list` response (what a client waits for before it can
+  use the server)
+  (the servers take turns, so a noisy moment hits all of them alike);
+- sequential pings per second: one request, then its response, then the next;
+- pipelined pings per second: a round of 5,000 pings written (by a second thread) while
+  the responses are read;
+- `tools/call` per second with 1 and with 16 requests in flight (`system_metrics` with a
+  1 ms CPU sample, so the calls measure the server rather than the sampling);
+- each throughput figure is the median over rounds repeated for at least `--seconds`;
+- peak RSS: the child's `VmHWM` from /proc, read after the workload and before it exits.
+
+Bytecode: a real install (pip, the Nix build) ships compiled `.pyc` files; a development
+checkout with `PYTHONDONTWRITEBYTECODE=1` has none, which inflates start-up time and memory
+of every Python server here. So the script first compiles this package, the benchmark
+servers and the virtual environment's site-packages (`python -m compileall`), and runs the
+servers with `PYTHONDONTWRITEBYTECODE` unset.
+
+Usage:
+    python benchmarks/bench_core.py [--runs N] [--seconds S] [--no-compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["main"]
+
+REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+BENCH_DIR: Final = REPO_ROOT / "benchmarks"
+
+PROTOCOL_VERSION: Final = "2025-11-25"
+
+# The design document's concurrency default, and the depth the targets are stated at.
+IN_FLIGHT: Final = 16
+
+# A 1 ms CPU sample: a call then costs what the server costs, not what the sampling costs.
+CPU_SAMPLE_SECONDS: Final = "0.001"
+
+# Throughput figures are the median of at least this many rounds.
+MIN_ROUNDS: Final = 3
+
+MIB: Final = 1024 * 1024
+
+# The foundation issue's targets for this server: start-up, pipelined throughput, memory.
+COLD_START_MAX_VS_ECHO: Final = 3.0
+COLD_START_AIM_VS_ECHO: Final = 2.0
+COLD_START_MIN_VS_SDK: Final = 5.0
+PIPELINED_PING_MIN_VS_ECHO: Final = 0.5
+PEAK_RSS_MAX_MIB: Final = 40.0
+
+OURS: Final = "mcp-server-suite"
+SDK: Final = "SDK MCPServer"
+ECHO: Final = "stdlib echo"
+
+
+class ServerFailed(RuntimeError):
+    """A server answered with an error, the wrong shape, or not at all."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to start one server."""
+
+    name: str
+    command: tuple[str, ...]
+
+
+@dataclass
+class Figures:
+    """What was measured for one server."""
+
+    cold_starts_s: list[float] = field(default_factory=list)
+    tool_lists_s: list[float] = field(default_factory=list)
+    rss_after_initialize_kib: int = 0
+    sequential_ping_per_s: float = 0.0
+    pipelined_ping_per_s: float = 0.0
+    calls_per_s: dict[int, float] = field(default_factory=dict)
+    peak_rss_kib: int = 0
+    libpq_mapped: bool = False
+
+    @property
+    def cold_start_s(self) -> float:
+        return statistics.median(self.cold_starts_s)
+
+
+def child_environment() -> dict[str, str]:
+    """The servers' environment: minimal, bytecode allowed, a 1 ms CPU sample."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "MCP_METRICS_CPU_SAMPLE_SECONDS": CPU_SAMPLE_SECONDS,
+    }
+    # Where compiled bytecode lives, when the checkout keeps it outside the source tree.
+    if "PYTHONPYCACHEPREFIX" in os.environ:
+        env["PYTHONPYCACHEPREFIX"] = os.environ["PYTHONPYCACHEPREFIX"]
+    return env
+
+
+def compile_bytecode() -> tuple[float, bool]:
+    """Compile what the servers import, as an installed package would ship it.
+
+    Returns:
+        The seconds it took, and whether everything compiled (a read-only store, such as
+        Nix's, already holds its bytecode and cannot be written).
+    """
+    targets = [
+        str(REPO_ROOT / "src" / "mcp_server_suite"),
+        str(BENCH_DIR),
+        sysconfig.get_paths()["purelib"],
+    ]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", *targets],
+        env={**child_environment(), "PYTHONWARNINGS": "ignore"},
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.monotonic() - started, done.returncode == 0
+
+
+class Child:
+    """A server process and a minimal NDJSON client over its pipes."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        # Closed in close(): the file must outlive this method.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            list(spec.command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=child_environment(),
+            cwd=REPO_ROOT,
+        )
+        if self.process.stdin is None or self.process.stdout is None:
+            raise ServerFailed("pipes were not created")
+        self.name = spec.name
+        self._in = self.process.stdin.fileno()
+        self._out = self.process.stdout.fileno()
+        self._buffer = bytearray()
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._in, view) :]
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.write(json.dumps(message).encode() + b"\n")
+
+    def receive(self) -> dict[str, Any]:
+        """The next response (notifications and server requests are skipped)."""
+        while True:
+            newline = self._buffer.find(b"\n")
+            while newline < 0:
+                chunk = os.read(self._out, 1 << 16)
+                if not chunk:
+                    raise ServerFailed(f"{self.name} closed stdout; stderr:\n{self.stderr()}")
+                self._buffer += chunk
+                newline = self._buffer.find(b"\n")
+            line = bytes(self._buffer[:newline])
+            del self._buffer[: newline + 1]
+            message: dict[str, Any] = json.loads(line)
+            if "id" in message and "method" not in message:
+                if "error" in message:
+                    raise ServerFailed(f"{self.name} answered an error: {message}")
+                return message
+
+    def handshake(self) -> float:
+        """Initialize; return the seconds from spawn to the `initialize` response."""
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench-core", "version": "1"},
+                },
+            }
+        )
+        response = self.receive()
+        elapsed = time.monotonic() - self.started
+        if "protocolVersion" not in response.get("result", {}):
+            raise ServerFailed(f"{self.name}: unexpected initialize response {response}")
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return elapsed
+
+    def list_tools(self) -> float:
+        """Ask for the tool list; return the seconds from spawn to its response.
+
+        A client is ready to use a server once it has the tools, so this is the start-up a
+        user waits for, whatever the server does after answering `initialize`.
+        """
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        response = self.receive()
+        elapsed = time.monotonic() - self.started
+        if not response.get("result", {}).get("tools"):
+            raise ServerFailed(f"{self.name}: unexpected tools/list response {response}")
+        return elapsed
+
+    def status_kib(self, field_name: str) -> int:
+        """A memory figure of the child from /proc/<pid>/status, in KiB."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name == field_name:
+                return int(value.split()[0])
+        raise ServerFailed(f"no {field_name} in /proc/{self.process.pid}/status")
+
+    def maps_text(self) -> str:
+        return Path(f"/proc/{self.process.pid}/maps").read_text()
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")[-4000:]
+
+    def close(self) -> None:
+        """End input and reap the process (killed if it lingers)."""
+        stdin = self.process.stdin
+        if stdin is not None and not stdin.closed:
+            stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        stdout = self.process.stdout
+        if stdout is not None:
+            stdout.close()
+        self._stderr.close()
+
+
+def ping(request_id: int) -> bytes:
+    return b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % request_id
+
+
+def call(request_id: int) -> bytes:
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "system_metrics", "arguments": {}},
+    }
+    return json.dumps(message).encode() + b"\n"
+
+
+def check_call(response: Mapping[str, Any]) -> None:
+    result = response.get("result", {})
+    if result.get("isError") is not False or "structuredContent" not in result:
+        raise ServerFailed(f"unexpected tools/call result: {response}")
+
+
+def rate(count: int, run: Callable[[int], None], min_seconds: float) -> float:
+    """Requests per second: the median over rounds of `count` requests.
+
+    Rounds repeat until `min_seconds` have passed and at least `MIN_ROUNDS` have run, so a
+    fast server is measured as long as a slow one and one noisy moment moves the median
+    little.
+    """
+    rates: list[float] = []
+    first_id = 1
+    started = time.perf_counter()
+    while len(rates) < MIN_ROUNDS or time.perf_counter() - started < min_seconds:
+        round_started = time.perf_counter()
+        run(first_id)
+        rates.append(count / (time.perf_counter() - round_started))
+        first_id += count
+    return statistics.median(rates)
+
+
+def sequential_pings(child: Child, count: int, min_seconds: float = 0.0) -> float:
+    def run(first_id: int) -> None:
+        for request_id in range(first_id, first_id + count):
+            child.write(ping(request_id))
+            if child.receive()["id"] != request_id:
+                raise ServerFailed("out-of-order ping")
+
+    return rate(count, run, min_seconds)
+
+
+def pipelined_pings(child: Child, count: int, min_seconds: float = 0.0) -> float:
+    def run(first_id: int) -> None:
+        # A writer thread keeps the server's input full while this thread reads.
+        ids = range(first_id, first_id + count)
+        data = b"".join(ping(request_id) for request_id in ids)
+        writer = threading.Thread(target=child.write, args=(data,), name="bench-writer")
+        writer.start()
+        for request_id in ids:
+            if child.receive()["id"] != request_id:
+                raise ServerFailed("out-of-order ping")
+        writer.join()
+
+    return rate(count, run, min_seconds)
+
+
+def calls_in_flight(child: Child, count: int, depth: int, min_seconds: float = 0.0) -> float:
+    def run(first_id: int) -> None:
+        last_id = first_id + count - 1
+        next_id = first_id
+        while next_id <= min(first_id + depth - 1, last_id):
+            child.write(call(next_id))
+            next_id += 1
+        for _ in range(count):
+            check_call(child.receive())
+            if next_id <= last_id:
+                child.write(call(next_id))
+                next_id += 1
+
+    return rate(count, run, min_seconds)
+
+
+def measure_cold_starts(specs: Sequence[ServerSpec], runs: int) -> dict[str, Figures]:
+    figures = {spec.name: Figures() for spec in specs}
+    for _ in range(runs):
+        for spec in specs:  # in turns, so that noise is shared
+            child = Child(spec)
+            try:
+                figures[spec.name].cold_starts_s.append(child.handshake())
+                figures[spec.name].tool_lists_s.append(child.list_tools())
+            finally:
+                child.close()
+    return figures
+
+
+def measure_warm(spec: ServerSpec, figures: Figures, seconds: float) -> None:
+    child = Child(spec)
+    try:
+        child.handshake()
+        time.sleep(0.2)  # let start-up work settle before the first reading
+        figures.rss_after_initialize_kib = child.status_kib("VmRSS")
+        # Warm-up: imports on first use, caches, the worker threads.
+        sequential_pings(child, 200)
+        calls_in_flight(child, 4 * IN_FLIGHT, IN_FLIGHT)
+        figures.sequential_ping_per_s = sequential_pings(child, 500, seconds)
+        figures.pipelined_ping_per_s = pipelined_pings(child, 5_000, seconds)
+        figures.calls_per_s[1] = calls_in_flight(child, 100, 1, seconds)
+        figures.calls_per_s[IN_FLIGHT] = calls_in_flight(child, 500, IN_FLIGHT, seconds)
+        figures.peak_rss_kib = child.status_kib("VmHWM")
+        figures.libpq_mapped = "libpq" in child.maps_text()
+    finally:
+        child.close()
+
+
+def spread_ms(samples: Sequence[float]) -> str:
+    return f"{min(samples) * 1000:.0f}-{max(samples) * 1000:.0f}"
+
+
+def format_table(specs: Sequence[ServerSpec], figures: Mapping[str, Figures]) -> str:
+    names = [spec.name for spec in specs]
+    rows: list[tuple[str, list[str]]] = [
+        ("cold start, median (ms)", [f"{figures[n].cold_start_s * 1000:.0f}" for n in names]),
+        (
+            "cold start, min-max (ms)",
+            [spread_ms(figures[n].cold_starts_s) for n in names],
+        ),
+        (
+            "spawn to tools/list, median (ms)",
+            [f"{statistics.median(figures[n].tool_lists_s) * 1000:.0f}" for n in names],
+        ),
+        ("ping/s, sequential", [f"{figures[n].sequential_ping_per_s:,.0f}" for n in names]),
+        ("ping/s, pipelined", [f"{figures[n].pipelined_ping_per_s:,.0f}" for n in names]),
+        ("tools/call/s, 1 in flight", [f"{figures[n].calls_per_s[1]:,.0f}" for n in names]),
+        (
+            f"tools/call/s, {IN_FLIGHT} in flight",
+            [f"{figures[n].calls_per_s[IN_FLIGHT]:,.0f}" for n in names],
+        ),
+        (
+            "RSS after initialize (MiB)",
+            [f"{figures[n].rss_after_initialize_kib / 1024:.1f}" for n in names],
+        ),
+        ("peak RSS, VmHWM (MiB)", [f"{figures[n].peak_rss_kib / 1024:.1f}" for n in names]),
+    ]
+    label_width = max(len(label) for label, _ in rows)
+    widths = [max(len(name), *(len(cells[i]) for _, cells in rows)) for i, name in enumerate(names)]
+    header = " | ".join(
+        [" " * label_width, *(name.rjust(width) for name, width in zip(names, widths, strict=True))]
+    )
+    lines = [header, "-" * len(header)]
+    for label, cells in rows:
+        padded = (cell.rjust(width) for cell, width in zip(cells, widths, strict=True))
+        lines.append(" | ".join([label.ljust(label_width), *padded]))
+    return "\n".join(lines)
+
+
+def format_targets(figures: Mapping[str, Figures]) -> tuple[str, bool]:
+    ours, sdk, echo = figures[OURS], figures[SDK], figures[ECHO]
+    start_vs_echo = ours.cold_start_s / echo.cold_start_s
+    sdk_vs_start = sdk.cold_start_s / ours.cold_start_s
+    pipelined_vs_echo = ours.pipelined_ping_per_s / echo.pipelined_ping_per_s
+    peak_mib = ours.peak_rss_kib / 1024
+    checks = [
+        (
+            f"cold start <= {COLD_START_MAX_VS_ECHO:g}x the echo server's "
+            f"(aim {COLD_START_AIM_VS_ECHO:g}x)",
+            f"{start_vs_echo:.2f}x",
+            start_vs_echo <= COLD_START_MAX_VS_ECHO,
+        ),
+        (
+            f"cold start >= {COLD_START_MIN_VS_SDK:g}x faster than the SDK's",
+            f"{sdk_vs_start:.1f}x faster",
+            sdk_vs_start >= COLD_START_MIN_VS_SDK,
+        ),
+        (
+            f"pipelined ping >= {PIPELINED_PING_MIN_VS_ECHO:g}x the echo server's rate",
+            f"{pipelined_vs_echo:.2f}x",
+            pipelined_vs_echo >= PIPELINED_PING_MIN_VS_ECHO,
+        ),
+        (
+            f"peak RSS < {PEAK_RSS_MAX_MIB:g} MiB without the SQL stack",
+            f"{peak_mib:.1f} MiB" + (" (libpq mapped!)" if ours.libpq_mapped else ""),
+            peak_mib < PEAK_RSS_MAX_MIB and not ours.libpq_mapped,
+        ),
+    ]
+    width = max(len(name) for name, _, _ in checks)
+    lines = [f"targets for {OURS}:"]
+    for name, value, met in checks:
+        lines.append(f"  {name.ljust(width)}  {value:>16}  {'met' if met else 'MISSED'}")
+    if start_vs_echo > COLD_START_AIM_VS_ECHO:
+        lines.append(f"  (cold start is above the {COLD_START_AIM_VS_ECHO:g}x mark aimed for)")
+    return "\n".join(lines), all(met for _, _, met in checks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and print the table; the status is 1 when a target is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=9, help="cold starts per server")
+    parser.add_argument(
+        "--seconds", type=float, default=1.0, help="least time spent on each throughput figure"
+    )
+    parser.add_argument("--no-compile", action="store_true", help="skip compiling bytecode first")
+    options = parser.parse_args(argv)
+
+    python = sys.executable
+    specs = [
+        ServerSpec(OURS, (python, "-m", "mcp_server_suite")),
+        ServerSpec(SDK, (python, str(BENCH_DIR / "sdk_server.py"))),
+        ServerSpec(ECHO, (python, str(BENCH_DIR / "echo_server.py"))),
+    ]
+    print(
+        f"python {platform.python_version()} ({python}), {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    if options.no_compile:
+        print("bytecode: not compiled (--no-compile); figures include compiling on import")
+    else:
+        seconds, complete = compile_bytecode()
+        print(
+            f"bytecode: compiled the package, the benchmark servers and site-packages "
+            f"({seconds:.1f} s{'' if complete else ', some files could not be written'}); "
+            "servers run with PYTHONDONTWRITEBYTECODE unset"
+        )
+    print(f"tools/call: system_metrics with a {CPU_SAMPLE_SECONDS} s CPU sample in every server")
+    print()
+
+    figures = measure_cold_starts(specs, options.runs)
+    for spec in specs:
+        measure_warm(spec, figures[spec.name], options.seconds)
+
+    print(format_table(specs, figures))
+    print()
+    summary, all_met = format_targets(figures)
+    print(summary)
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
