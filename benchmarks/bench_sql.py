@@ -15,10 +15,19 @@ Part 2, end to end, side by side in one run against the same throwaway PostgreSQ
 
 All servers are driven by the same raw NDJSON client over pipes, one request at a time and
 then with 16 in flight, after a warm-up; every response is checked to hold 50 rows. The
-table shows the median of the rounds.
+servers run side by side and take turns, round after round, so that a busy moment on the
+machine weighs on all of them; the table shows the median of the rounds. Each table is
+measured twice: with the same query text on every call, and with a different literal in
+every call (`id > -N`, which keeps the same 50 rows), so that no server can reuse what it
+worked out for an earlier text.
+
+PostgreSQL runs with its default of logging no statements (`--log-statements` logs them all,
+as the test suite's server does, which weighs on each server by the number of statements it
+sends).
 
 Usage:
     python benchmarks/bench_sql.py [--rounds R] [--calls N] [--no-postgres-mcp]
+        [--log-statements]
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+import psycopg  # noqa: E402
 
 from tests.support.postgres import start_postgres, stop_postgres  # noqa: E402
 
@@ -194,9 +205,10 @@ def _postgres_mcp_rows(result: dict[str, Any]) -> int:
 
 
 def _request(contender: Contender, request_id: int, *, distinct: bool) -> dict[str, Any]:
-    # Distinct calls differ by a comment only: the statement that runs is the same, but no
-    # server can reuse what it worked out for an earlier text.
-    query = f"/* call {request_id} */ {QUERY}" if distinct else QUERY
+    # Distinct calls differ by a literal that keeps the same 50 rows. A comment would not do:
+    # a server that regenerates SQL from the parsed tree drops comments, and could then reuse
+    # what it worked out for an earlier text.
+    query = QUERY.replace(" ORDER BY", f" AND id > -{request_id} ORDER BY") if distinct else QUERY
     return {
         "jsonrpc": "2.0",
         "id": request_id,
@@ -242,24 +254,65 @@ class Figures:
     pipelined_cpu_us: float
 
 
-def measure(contender: Contender, *, calls: int, rounds: int, distinct: bool) -> Figures:
-    """Median figures over `rounds` rounds, one call at a time and `IN_FLIGHT` at a time."""
-    client = NDJSONClient(contender.command, contender.env)
-    samples: dict[str, list[float]] = {"seq": [], "pipe": [], "seq_cpu": [], "pipe_cpu": []}
+class Session:
+    """One running server under test, and its samples for one table."""
+
+    def __init__(self, contender: Contender, *, distinct: bool) -> None:
+        self.contender = contender
+        self.distinct = distinct
+        self.client = NDJSONClient(contender.command, contender.env)
+        self.samples: dict[str, list[float]] = {
+            "seq": [],
+            "pipe": [],
+            "seq_cpu": [],
+            "pipe_cpu": [],
+        }
+
+    def start(self) -> None:
+        """Initialize the session and warm the server up."""
+        self.client.handshake()
+        run_calls(self.client, self.contender, WARM_UP, IN_FLIGHT, distinct=self.distinct)
+
+    def round(self, calls: int) -> None:
+        """Measure `calls` calls one at a time, then `calls` with `IN_FLIGHT` in flight."""
+        for mode, depth in (("seq", 1), ("pipe", IN_FLIGHT)):
+            cpu_before = self.client.cpu_seconds()
+            rate = run_calls(self.client, self.contender, calls, depth, distinct=self.distinct)
+            self.samples[mode].append(rate)
+            self.samples[f"{mode}_cpu"].append(
+                (self.client.cpu_seconds() - cpu_before) / calls * 1e6
+            )
+
+    def figures(self) -> Figures:
+        """The medians of the rounds so far."""
+        medians = {key: statistics.median(values) for key, values in self.samples.items()}
+        return Figures(medians["seq"], medians["pipe"], medians["seq_cpu"], medians["pipe_cpu"])
+
+    def failed(self, exc: ServerFailed) -> ServerFailed:
+        """Add the server's standard error to a failure."""
+        return ServerFailed(f"{exc}\nstderr:\n{self.client.stderr()}")
+
+
+def measure(
+    servers: Sequence[Contender], *, calls: int, rounds: int, distinct: bool
+) -> dict[str, Figures]:
+    """Median figures over `rounds` rounds in which the servers take turns."""
+    sessions = [Session(contender, distinct=distinct) for contender in servers]
+    current = sessions[0]
     try:
-        client.handshake()
-        run_calls(client, contender, WARM_UP, IN_FLIGHT, distinct=distinct)
+        for current in sessions:
+            current.start()
         for _ in range(rounds):
-            for mode, depth in (("seq", 1), ("pipe", IN_FLIGHT)):
-                cpu_before = client.cpu_seconds()
-                samples[mode].append(run_calls(client, contender, calls, depth, distinct=distinct))
-                samples[f"{mode}_cpu"].append((client.cpu_seconds() - cpu_before) / calls * 1e6)
+            for current in sessions:
+                slow = current.contender.tool == "execute_sql"
+                # postgres-mcp is slower by an order of magnitude.
+                current.round(max(calls // 10, 100) if slow else calls)
     except ServerFailed as exc:
-        raise ServerFailed(f"{exc}\nstderr:\n{client.stderr()}") from None
+        raise current.failed(exc) from None
     finally:
-        client.close()
-    medians = {key: statistics.median(values) for key, values in samples.items()}
-    return Figures(medians["seq"], medians["pipe"], medians["seq_cpu"], medians["pipe_cpu"])
+        for session in sessions:
+            session.client.close()
+    return {session.contender.name: session.figures() for session in sessions}
 
 
 def policy_cost(iterations: int) -> list[tuple[str, int, float, float, float]]:
@@ -387,32 +440,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000, help="calls per round and mode")
     parser.add_argument("--policy-iterations", type=int, default=5000)
     parser.add_argument("--no-postgres-mcp", action="store_true")
+    parser.add_argument(
+        "--log-statements",
+        action="store_true",
+        help="log every statement in PostgreSQL, as the test suite's server does",
+    )
     options = parser.parse_args(argv)
 
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, psycopg {psycopg.__version__} "
+        f"({psycopg.pq.__impl__} implementation), PostgreSQL log_statement = "
+        + ("all" if options.log_statements else "none")
+    )
     print("\npolicy cost per query (parse, check, LIMIT rewrite, regenerate, check again)")
     print(f"{'query':<6} {'chars':>6} {'median us':>10} {'p99 us':>10} {'parse alone us':>15}")
     for label, chars, median, p99, parse in policy_cost(options.policy_iterations):
         print(f"{label:<6} {chars:>6} {median:>10,.0f} {p99:>10,.0f} {parse:>15,.0f}")
 
     version = None if options.no_postgres_mcp else ensure_postgres_mcp()
-    server, base = start_postgres()
+    server, base = start_postgres(log_statements=options.log_statements)
     tables: dict[bool, dict[str, Figures]] = {False: {}, True: {}}
     try:
+        servers = contenders(server.dsn(), with_postgres_mcp=version is not None)
         for distinct in (False, True):
-            for contender in contenders(server.dsn(), with_postgres_mcp=version is not None):
-                calls = options.calls
-                if contender.tool == "execute_sql":
-                    calls = max(options.calls // 10, 100)  # Slower by an order of magnitude.
-                tables[distinct][contender.name] = measure(
-                    contender, calls=calls, rounds=options.rounds, distinct=distinct
-                )
+            tables[distinct] = measure(
+                servers, calls=options.calls, rounds=options.rounds, distinct=distinct
+            )
     finally:
         stop_postgres(server, base)
 
     met = True
     for distinct, figures in tables.items():
-        kind = "a different text each call" if distinct else "the same text each call"
+        kind = "a different literal each call" if distinct else "the same text each call"
         print(
             f"\nend to end, {ROWS}-row query, {kind}; median of {options.rounds} rounds, 1 and "
             f"{IN_FLIGHT} calls in flight" + (f"; postgres-mcp {version}" if version else "")
