@@ -42,13 +42,14 @@ import statistics
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+from ndjson_client import NDJSONClient, ServerFailed
 
 __all__ = ["main"]
 
@@ -78,10 +79,6 @@ PEAK_RSS_MAX_MIB: Final = 40.0
 OURS: Final = "mcp-server-suite"
 SDK: Final = "SDK MCPServer"
 ECHO: Final = "stdlib echo"
-
-
-class ServerFailed(RuntimeError):
-    """A server answered with an error, the wrong shape, or not at all."""
 
 
 @dataclass(frozen=True)
@@ -146,74 +143,24 @@ def compile_bytecode() -> tuple[float, bool]:
     return time.monotonic() - started, done.returncode == 0
 
 
-class Child:
-    """A server process and a minimal NDJSON client over its pipes."""
+class Child(NDJSONClient):
+    """A server process driven over its pipes, with the timings and /proc readings here."""
 
     def __init__(self, spec: ServerSpec) -> None:
-        # Closed in close(): the file must outlive this method.
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(
-            list(spec.command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=child_environment(),
-            cwd=REPO_ROOT,
-        )
-        if self.process.stdin is None or self.process.stdout is None:
-            raise ServerFailed("pipes were not created")
+        super().__init__(spec.command, child_environment(), "bench-core", PROTOCOL_VERSION)
         self.name = spec.name
-        self._in = self.process.stdin.fileno()
-        self._out = self.process.stdout.fileno()
-        self._buffer = bytearray()
-
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._in, view) :]
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        self.write(json.dumps(message).encode() + b"\n")
 
     def receive(self) -> dict[str, Any]:
-        """The next response (notifications and server requests are skipped)."""
-        while True:
-            newline = self._buffer.find(b"\n")
-            while newline < 0:
-                chunk = os.read(self._out, 1 << 16)
-                if not chunk:
-                    raise ServerFailed(f"{self.name} closed stdout; stderr:\n{self.stderr()}")
-                self._buffer += chunk
-                newline = self._buffer.find(b"\n")
-            line = bytes(self._buffer[:newline])
-            del self._buffer[: newline + 1]
-            message: dict[str, Any] = json.loads(line)
-            if "id" in message and "method" not in message:
-                if "error" in message:
-                    raise ServerFailed(f"{self.name} answered an error: {message}")
-                return message
+        """The next response; an error response fails the benchmark."""
+        message = super().receive()
+        if "error" in message:
+            raise ServerFailed(f"{self.name} answered an error: {message}")
+        return message
 
-    def handshake(self) -> float:
+    def time_handshake(self) -> float:
         """Initialize; return the seconds from spawn to the `initialize` response."""
-        self.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "bench-core", "version": "1"},
-                },
-            }
-        )
-        response = self.receive()
-        elapsed = time.monotonic() - self.started
-        if "protocolVersion" not in response.get("result", {}):
-            raise ServerFailed(f"{self.name}: unexpected initialize response {response}")
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return elapsed
+        self.handshake()
+        return self.initialized_at - self.started
 
     def list_tools(self) -> float:
         """Ask for the tool list; return the seconds from spawn to its response.
@@ -238,25 +185,6 @@ class Child:
 
     def maps_text(self) -> str:
         return Path(f"/proc/{self.process.pid}/maps").read_text()
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", "replace")[-4000:]
-
-    def close(self) -> None:
-        """End input and reap the process (killed if it lingers)."""
-        stdin = self.process.stdin
-        if stdin is not None and not stdin.closed:
-            stdin.close()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        stdout = self.process.stdout
-        if stdout is not None:
-            stdout.close()
-        self._stderr.close()
 
 
 def ping(request_id: int) -> bytes:
@@ -344,7 +272,7 @@ def measure_cold_starts(specs: Sequence[ServerSpec], runs: int) -> dict[str, Fig
         for spec in specs:  # in turns, so that noise is shared
             child = Child(spec)
             try:
-                figures[spec.name].cold_starts_s.append(child.handshake())
+                figures[spec.name].cold_starts_s.append(child.time_handshake())
                 figures[spec.name].tool_lists_s.append(child.list_tools())
             finally:
                 child.close()
@@ -354,7 +282,7 @@ def measure_cold_starts(specs: Sequence[ServerSpec], runs: int) -> dict[str, Fig
 def measure_warm(spec: ServerSpec, figures: Figures, seconds: float) -> None:
     child = Child(spec)
     try:
-        child.handshake()
+        child.time_handshake()
         time.sleep(0.2)  # let start-up work settle before the first reading
         figures.rss_after_initialize_kib = child.status_kib("VmRSS")
         # Warm-up: imports on first use, caches, the worker threads.

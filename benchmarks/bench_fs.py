@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ndjson_client import NDJSONClient, ServerFailed
+
 __all__ = ["main"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,105 +52,6 @@ SMALL_FILE_TEXT = "The quick brown fox jumps over the lazy dog.\n" * 8
 
 # What each request may take before the benchmark gives up on a server.
 READ_TIMEOUT_S = 30.0
-
-PROTOCOL_VERSION = "2025-06-18"
-
-
-class ServerFailed(RuntimeError):
-    """A server answered with an error, the wrong text, or not at all."""
-
-
-class NDJSONClient:
-    """A minimal MCP client: one JSON message per line over the child's pipes.
-
-    Args:
-        command: The server's command line.
-        env: Its complete environment.
-    """
-
-    def __init__(self, command: Sequence[str], env: Mapping[str, str]) -> None:
-        # Closed in close(): the file outlives this method by design.
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        self.process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=dict(env),
-            cwd=REPO_ROOT,
-        )
-        if self.process.stdin is None or self.process.stdout is None:
-            raise ServerFailed("pipes were not created")
-        self._in = self.process.stdin.fileno()
-        self._out = self.process.stdout.fileno()
-        self._buffer = bytearray()
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        """Write one message and its newline."""
-        data = memoryview(json.dumps(message).encode() + b"\n")
-        while data:
-            written = os.write(self._in, data)
-            data = data[written:]
-
-    def receive(self) -> dict[str, Any]:
-        """Read the next response, skipping notifications and server requests."""
-        while True:
-            newline = self._buffer.find(b"\n")
-            while newline < 0:
-                chunk = os.read(self._out, 1 << 16)
-                if not chunk:
-                    raise ServerFailed(f"server closed stdout; stderr:\n{self.stderr()}")
-                self._buffer += chunk
-                newline = self._buffer.find(b"\n")
-            line = bytes(self._buffer[:newline])
-            del self._buffer[: newline + 1]
-            message: dict[str, Any] = json.loads(line)
-            if "id" in message and "method" not in message:
-                return message
-
-    def handshake(self) -> None:
-        """Run `initialize` and send `notifications/initialized`."""
-        self.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "init",
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "bench-fs", "version": "1"},
-                },
-            }
-        )
-        reply = self.receive()
-        if "result" not in reply:
-            raise ServerFailed(f"initialize failed: {reply}")
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def cpu_seconds(self) -> float:
-        """User plus system CPU time the server process (all its threads) has used."""
-        with open(f"/proc/{self.process.pid}/stat", "rb") as handle:
-            fields = handle.read().rpartition(b")")[2].split()
-        # utime and stime are fields 14 and 15 of proc(5); the split starts at field 3.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stderr(self) -> str:
-        """What the server wrote to stderr so far."""
-        self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", "replace")[-4000:]
-
-    def close(self) -> None:
-        """End the session and reap the process."""
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._stderr.close()
 
 
 @dataclass(frozen=True)
@@ -281,7 +184,7 @@ def measure(
     contender: Contender, expected: str, *, sequential: int, pipelined: int, rounds: int
 ) -> Figures:
     """Median figures over `rounds` rounds of each mode."""
-    client = NDJSONClient(contender.command, contender.env)
+    client = NDJSONClient(contender.command, contender.env, "bench-fs")
     samples: dict[str, list[float]] = {"seq": [], "pipe": [], "seq_cpu": [], "pipe_cpu": []}
     try:
         client.handshake()

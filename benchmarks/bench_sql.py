@@ -39,12 +39,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ndjson_client import NDJSONClient, ServerFailed
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -74,7 +75,6 @@ IN_FLIGHT = 16
 WARM_UP = 200
 # What one call may take before the benchmark gives up on a server.
 CALL_TIMEOUT_S = 30.0
-PROTOCOL_VERSION = "2025-06-18"
 
 # The end-to-end query: 50 rows of three columns from the fixture table.
 QUERY = "SELECT id, name, secret FROM t WHERE id <= 50 ORDER BY id"
@@ -88,91 +88,6 @@ LONG_QUERY = (
     + " FROM t JOIN v ON v.id = t.id WHERE t.id IN (SELECT id FROM t WHERE name LIKE 'n%') "
     "GROUP BY t.id, t.name, t.secret ORDER BY t.id LIMIT 10"
 )
-
-
-class ServerFailed(RuntimeError):
-    """A server answered with an error, the wrong rows, or not at all."""
-
-
-class NDJSONClient:
-    """A minimal MCP client: one JSON message per line over the child's pipes."""
-
-    def __init__(self, command: Sequence[str], env: Mapping[str, str]) -> None:
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        self.process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=dict(env),
-            cwd=REPO_ROOT,
-        )
-        if self.process.stdin is None or self.process.stdout is None:
-            raise ServerFailed("pipes were not created")
-        self._in = self.process.stdin.fileno()
-        self._out = self.process.stdout.fileno()
-        self._buffer = bytearray()
-        self.next_id = 0
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        data = memoryview(json.dumps(message).encode() + b"\n")
-        while data:
-            data = data[os.write(self._in, data) :]
-
-    def receive(self) -> dict[str, Any]:
-        while True:
-            newline = self._buffer.find(b"\n")
-            while newline < 0:
-                chunk = os.read(self._out, 1 << 16)
-                if not chunk:
-                    raise ServerFailed(f"server closed stdout; stderr:\n{self.stderr()}")
-                self._buffer += chunk
-                newline = self._buffer.find(b"\n")
-            line = bytes(self._buffer[:newline])
-            del self._buffer[: newline + 1]
-            message: dict[str, Any] = json.loads(line)
-            if "id" in message and "method" not in message:
-                return message
-
-    def handshake(self) -> None:
-        self.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "init",
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "bench-sql", "version": "1"},
-                },
-            }
-        )
-        reply = self.receive()
-        if "result" not in reply:
-            raise ServerFailed(f"initialize failed: {reply}")
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat", "rb") as handle:
-            fields = handle.read().rpartition(b")")[2].split()
-        # utime and stime are fields 14 and 15 of proc(5); the split starts at field 3.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", "replace")[-4000:]
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._stderr.close()
 
 
 @dataclass(frozen=True)
@@ -260,7 +175,7 @@ class Session:
     def __init__(self, contender: Contender, *, distinct: bool) -> None:
         self.contender = contender
         self.distinct = distinct
-        self.client = NDJSONClient(contender.command, contender.env)
+        self.client = NDJSONClient(contender.command, contender.env, "bench-sql")
         self.samples: dict[str, list[float]] = {
             "seq": [],
             "pipe": [],
