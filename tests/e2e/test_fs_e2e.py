@@ -8,11 +8,8 @@ unit tests fake or inject are met for real here: a FIFO, a character device, a s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.fs_tree import OUTSIDE_SECRETS, FSTree, build_fs_tree
-from tests.support.harness import REPO_ROOT, ServerProcess, base_environment, running_server
+from tests.support.harness import ServerProcess, running_server
+from tests.support.sdk import sdk_session
 
 # Only the file tool: the other tools' start-up and sampling are not what is tested here.
 TOOL = "sandbox_fs_read"
@@ -229,30 +227,10 @@ def test_clean_shutdown_after_reads(server: ServerProcess) -> None:
 
 @pytest.mark.interop
 def test_official_sdk_client_reads_a_file(tree: FSTree) -> None:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    # The SDK passes the server only the environment it is given (plus a safe default set).
-    parameters = StdioServerParameters(
-        command=sys.executable,
-        args=["-X", "dev", "-m", "mcp_server_suite"],
-        env=base_environment(fs_environment(tree.root)),
-        cwd=REPO_ROOT,
+    listed, (good, bad) = sdk_session(
+        fs_environment(tree.root),
+        [(TOOL, {"relative_path": "link_in"}), (TOOL, {"relative_path": "zero"})],
     )
-
-    async def session() -> tuple[Any, Any, Any]:
-        with tempfile.TemporaryFile("w+") as errlog:
-            async with (
-                stdio_client(parameters, errlog=errlog) as (read, write),
-                ClientSession(read, write) as client,
-            ):
-                await client.initialize()
-                listed = await client.list_tools()
-                good = await client.call_tool(TOOL, {"relative_path": "link_in"})
-                bad = await client.call_tool(TOOL, {"relative_path": "zero"})
-            return listed, good, bad
-
-    listed, good, bad = asyncio.run(asyncio.wait_for(session(), timeout=60))
     assert [tool.name for tool in listed.tools] == [TOOL]
     assert listed.tools[0].annotations.read_only_hint is True
     assert good.is_error is False

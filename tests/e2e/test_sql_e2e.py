@@ -9,10 +9,7 @@ The server runs as `python -X dev -m mcp_server_suite` (the shared harness in
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.harness import REPO_ROOT, ServerProcess, base_environment, running_server
+from tests.support.harness import ServerProcess, running_server
 from tests.support.postgres import PASSWORD_ROLE, PostgresServer
+from tests.support.sdk import sdk_session
 
 TOOL = "read_only_sql"
 
@@ -192,32 +190,13 @@ def test_database_failure_is_an_internal_error_without_the_dsn(
 @pytest.mark.interop
 @pytest.mark.postgres
 def test_official_sdk_client_runs_a_query(postgres_server: PostgresServer) -> None:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    # The SDK passes the server only the environment it is given (plus a safe default set).
-    parameters = StdioServerParameters(
-        command=sys.executable,
-        args=["-X", "dev", "-m", "mcp_server_suite"],
-        env=base_environment(sql_environment(postgres_server.dsn())),
-        cwd=REPO_ROOT,
+    listed, (good, bad) = sdk_session(
+        sql_environment(postgres_server.dsn()),
+        [
+            (TOOL, {"query": "SELECT id, name FROM t ORDER BY id LIMIT 3", "max_rows": 2}),
+            (TOOL, {"query": "SELECT 1; COMMIT; DROP TABLE t"}),
+        ],
     )
-
-    async def session() -> tuple[Any, Any, Any]:
-        with tempfile.TemporaryFile("w+") as errlog:
-            async with (
-                stdio_client(parameters, errlog=errlog) as (read, write),
-                ClientSession(read, write) as client,
-            ):
-                await client.initialize()
-                listed = await client.list_tools()
-                good = await client.call_tool(
-                    TOOL, {"query": "SELECT id, name FROM t ORDER BY id LIMIT 3", "max_rows": 2}
-                )
-                bad = await client.call_tool(TOOL, {"query": "SELECT 1; COMMIT; DROP TABLE t"})
-            return listed, good, bad
-
-    listed, good, bad = asyncio.run(asyncio.wait_for(session(), timeout=60))
     assert [tool.name for tool in listed.tools] == [TOOL]
     assert listed.tools[0].annotations.read_only_hint is True
     assert good.is_error is False
