@@ -47,7 +47,13 @@ from mcp_server_suite.tools import build_registry
 from mcp_server_suite.tools import fs as fs_module
 from mcp_server_suite.tools._fs_root import open_root
 from mcp_server_suite.tools.fs import MAX_ECHO_CHARS, MAX_SYMLINKS, SandboxRoot, build_fs_tool
-from tests.support.fs_tree import BIG_FILE_BYTES, OUTSIDE_SECRETS, FSTree, build_fs_tree
+from tests.support.fs_tree import (
+    BIG_FILE_BYTES,
+    OUTSIDE_SECRETS,
+    FSTree,
+    build_fs_tree,
+    ensure_complete,
+)
 
 ACCESS = MCPErrorCode.ACCESS_DENIED
 INVALID = MCPErrorCode.VALIDATION_ERROR
@@ -69,10 +75,8 @@ PERMISSION = "cannot be read: permission denied"
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> FSTree:
-    built = build_fs_tree(tmp_path_factory.mktemp("fs") / "base")
     # CI runs as root, so the device and the socket are always made: nothing may skip.
-    assert built.missing == (), f"fixture entries not made on this machine: {built.missing}"
-    return built
+    return ensure_complete(build_fs_tree(tmp_path_factory.mktemp("fs") / "base"))
 
 
 @pytest.fixture(scope="module")
