@@ -8,7 +8,15 @@ from pydantic import Field
 
 from mcp_server_suite.core.framing import FrameTooLarge
 from mcp_server_suite.core.registry import RegisteredTool, ToolDescription, ToolRegistry, ToolSpec
-from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, SessionState, StartCall
+from mcp_server_suite.core.server import (
+    MAX_CLIENT_INFO_CHARS,
+    CancelCall,
+    ClientInfo,
+    Dispatcher,
+    Send,
+    SessionState,
+    StartCall,
+)
 from mcp_server_suite.core.versions import LATEST, SUPPORTED_VERSIONS, negotiate
 from mcp_server_suite.schemas.base import StrictModel
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
@@ -232,6 +240,26 @@ def test_tools_call_starts_a_call(ready: Dispatcher) -> None:
     assert isinstance(action, StartCall)
     assert (action.request_id, action.tool.spec(), action.arguments) == (7, ECHO, {"text": "hi"})
     assert ready.in_flight == {7}
+
+
+def test_calls_carry_the_client_that_initialized(ready: Dispatcher) -> None:
+    action = ready.handle_frame(request(7, "tools/call", {"name": "echo"}))
+    assert isinstance(action, StartCall)
+    assert action.client == ClientInfo("t", "1")
+    assert ready.client == ClientInfo("t", "1")
+
+
+def test_client_info_is_bounded(dispatcher: Dispatcher) -> None:
+    long_name, long_version = "n" * 5000, "v" * 5000
+    params = init_params() | {"clientInfo": {"name": long_name, "version": long_version}}
+    sent(dispatcher.handle_frame(request(0, "initialize", params)))
+    assert dispatcher.client == ClientInfo(
+        long_name[:MAX_CLIENT_INFO_CHARS], long_version[:MAX_CLIENT_INFO_CHARS]
+    )
+
+
+def test_no_client_before_initialize(dispatcher: Dispatcher) -> None:
+    assert dispatcher.client is None
 
 
 def test_tools_call_without_arguments_means_empty_arguments(ready: Dispatcher) -> None:

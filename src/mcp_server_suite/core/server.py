@@ -51,8 +51,10 @@ from mcp_server_suite.schemas.errors import (
 from mcp_server_suite.schemas.problems import JSONRPCCode, MCPErrorCode, Problem
 
 __all__ = [
+    "MAX_CLIENT_INFO_CHARS",
     "Action",
     "CancelCall",
+    "ClientInfo",
     "Dispatcher",
     "Send",
     "SessionState",
@@ -64,6 +66,10 @@ _ECHO_TOOL_NAME_CHARS: Final = 64
 
 # Protocol versions are ten-character dates; 64 leaves room for any future scheme.
 _MAX_VERSION_CHARS: Final = 64
+
+# A client's name and version are recorded with every call it makes; 256 characters hold any
+# real product name and version string while keeping one record bounded.
+MAX_CLIENT_INFO_CHARS: Final = 256
 
 _CALL_MEMBERS: Final = frozenset({"name", "arguments", "_meta"})
 _LIST_MEMBERS: Final = frozenset({"cursor", "_meta"})
@@ -96,12 +102,33 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who the client says it is (`clientInfo`): recorded with its calls, never trusted.
+
+    Both members are the client's own text, cut to `MAX_CLIENT_INFO_CHARS`; whoever writes them
+    anywhere must still escape them.
+    """
+
+    name: str
+    version: str
+
+    @classmethod
+    def of(cls, name: str, version: str) -> "ClientInfo":
+        """Build the record from the client's text, bounded."""
+        return cls(name[:MAX_CLIENT_INFO_CHARS], version[:MAX_CLIENT_INFO_CHARS])
+
+
+@dataclass(frozen=True, slots=True)
 class StartCall:
-    """Run a validated `tools/call` envelope through the guardrails as its own task."""
+    """Run a validated `tools/call` envelope through the guardrails as its own task.
+
+    `client` is what the client said about itself, when it said anything.
+    """
 
     request_id: RequestId
     tool: RegisteredTool
     arguments: Mapping[str, JSONValue]
+    client: ClientInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +164,7 @@ class Dispatcher:
         self._server_version: Final = server_version
         self._state = SessionState.AWAITING_INIT
         self._revision: ProtocolRevision | None = None
+        self._client: ClientInfo | None = None
         self._in_flight: set[RequestId] = set()
 
     @property
@@ -148,6 +176,11 @@ class Dispatcher:
     def revision(self) -> ProtocolRevision | None:
         """The negotiated revision, once `initialize` has been answered."""
         return self._revision
+
+    @property
+    def client(self) -> ClientInfo | None:
+        """The `clientInfo` of the `initialize` request, once it has been answered."""
+        return self._client
 
     @property
     def in_flight(self) -> frozenset[RequestId]:
@@ -268,8 +301,10 @@ class Dispatcher:
             raise ProtocolError(
                 "Invalid request: initialize may be sent only once", request_id=request.id
             )
-        revision = negotiate(_initialize_version(request))
+        version, client = _initialize_params(request)
+        revision = negotiate(version)
         self._revision = revision
+        self._client = client
         self._state = SessionState.READY
         server_info: dict[str, JSONValue] = {"name": SERVER_NAME, "version": self._server_version}
         if revision.titles:
@@ -310,7 +345,7 @@ class Dispatcher:
             message = f"Unknown tool: {quote(name, _ECHO_TOOL_NAME_CHARS)}"
             raise InvalidParams(message, request_id=request.id, invalid_params=("name",))
         self._in_flight.add(request.id)
-        return StartCall(request.id, tool, arguments)
+        return StartCall(request.id, tool, arguments, self._client)
 
     def _describe(self, name: str, revision: ProtocolRevision) -> dict[str, JSONValue]:
         described = self._registry[name].description
@@ -356,7 +391,7 @@ def _invalid(request: Request, fields: tuple[str, ...]) -> NoReturn:
     )
 
 
-def _initialize_version(request: Request) -> str:
+def _initialize_params(request: Request) -> tuple[str, ClientInfo]:
     # Open on purpose: a newer client's extra members must not break the handshake, or it
     # could never learn which version the server offers instead.
     params = _object_params(request, None)
@@ -376,9 +411,10 @@ def _initialize_version(request: Request) -> str:
         )
         if not ok
     )
-    if faults:
-        _invalid(request, faults)
-    return str(version)
+    if faults or not isinstance(info, dict):
+        # The second test only narrows the type: a clientInfo that is not an object is a fault.
+        _invalid(request, faults or ("clientInfo",))
+    return str(version), ClientInfo.of(str(info["name"]), str(info["version"]))
 
 
 def _call_envelope(request: Request) -> tuple[str, Mapping[str, JSONValue]]:
