@@ -6,7 +6,6 @@
 # wrapper of a `withPackages` environment. checks/no-shell.nix proves the result.
 {
   lib,
-  cacert,
   callPackage,
   dockerTools,
   writeText,
@@ -54,16 +53,17 @@ dockerTools.buildLayeredImage {
     mtime
     ;
 
-  # The CA bundle for TLS to PostgreSQL (sslmode=verify-full with sslrootcert=system).
-  contents = [ cacert ];
+  # The CA bundle for TLS to PostgreSQL (sslmode=verify-full with sslrootcert=system): links
+  # at /etc/ssl/certs/ca-bundle.crt (which SSL_CERT_FILE names), ca-certificates.crt and
+  # /etc/pki/tls/certs/ca-bundle.crt to the bundle in the store. Listing cacert itself would
+  # copy all of its top level into the image root, its nix-support/setup-hook included.
+  contents = [ dockerTools.caCertificates ];
 
   # Copies, not links, of the account files: the image holds no store path it does not need.
   fakeRootCommands = ''
     mkdir -p etc ${dataDir} ${tmpDir}
     install -m 0444 ${passwd} etc/passwd
     install -m 0444 ${group} etc/group
-    # The name most TLS clients look for, beside the one SSL_CERT_FILE names.
-    ln -sf ca-bundle.crt etc/ssl/certs/ca-certificates.crt
     # The mount point of the read-only data volume; readable by the server's user.
     chmod 0555 ${dataDir}
     chmod 1777 ${tmpDir}
