@@ -13,10 +13,17 @@ in
   # The tag that `docker run` and `docker compose` name; the image is loaded, never pulled.
   tag = "local";
 
-  # Fixed timestamps for the image metadata and for every file in its layers, so that two
-  # builds of the same sources are bit-identical.
+  # Fixed times, so that two builds of the same sources are bit-identical. `created` is the
+  # image's creation time in its configuration; dockerTools writes it back as
+  # 1970-01-01T00:00:01+00:00, the same instant. `mtime` is the modification time of every
+  # entry of the store layers (all of /nix).
   created = "1970-01-01T00:00:01Z";
   mtime = "1970-01-01T00:00:01Z";
+  # The customisation layer (/etc with the accounts and the CA bundle links, /tmp, the data
+  # directory) does not get `mtime`: dockerTools packs it with `tar --mtime` at the build's
+  # SOURCE_DATE_EPOCH, which nixpkgs' stdenv fixes at 315532800, 1980-01-01. It is not an input
+  # of dockerTools; it is written here so that the image check can hold the build to it.
+  customisationMtime = "1980-01-01T00:00:00Z";
 
   user = {
     name = "mcp";

@@ -8,8 +8,17 @@ writes (plain tar), walks every layer and fails, listing every finding, when:
 - pip or ensurepip is importable from any site-packages or standard library;
 - a file carries a setuid or setgid bit, or is world-writable (the sticky scratch directory
   aside);
+- the image root holds anything but /etc, /nix, the scratch directory and the data directory
+  (a package's `nix-support/` copied to the root, for example);
+- the CA bundle that SSL_CERT_FILE names does not resolve to a file inside the image;
 - the image configuration differs from the expectations (user, environment, stop signal,
-  entrypoint, account entries, data directory).
+  entrypoint, creation time, account entries, data directory).
+
+Times are compared as instants, not as text: dockerTools passes `created` through
+`date -Iseconds` and writes it with `datetime.isoformat`, so 1970-01-01T00:00:01Z comes back
+as 1970-01-01T00:00:01+00:00. With --check-times, every layer entry must also carry one of the
+two fixed times the build gives it (see nix/image-config.nix); that holds for the archive Nix
+builds, while `docker save` may rewrite entry times, so the smoke test leaves it out.
 
 Only the standard library is used: the check runs in a Nix build sandbox and on CI hosts.
 """
@@ -23,6 +32,7 @@ import stat
 import sys
 import tarfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import PurePosixPath
 from typing import IO, Any
 
@@ -94,6 +104,14 @@ FORBIDDEN_MODULE_DIRS = frozenset({"pip", "ensurepip"})
 
 STORE_PATH = re.compile(r"^nix/store/[0-9a-z]{32}-([^/]+)")
 
+# The kernel gives up on a path after this many symbolic links (MAXSYMLINKS); the resolver of
+# SSL_CERT_FILE below does the same, so a link loop is a finding rather than a hang.
+MAX_SYMLINK_HOPS = 40
+
+# Top-level entries every image has besides the scratch and data directories: the account
+# files and CA bundle links under /etc, and the store.
+ROOT_ENTRIES = frozenset({"etc", "nix"})
+
 
 @dataclass
 class Layers:
@@ -106,6 +124,54 @@ class Layers:
 def normalise(name: str) -> str:
     """Return a tar member name as a path relative to the image root, without ./ or /."""
     return str(PurePosixPath("/", name))[1:]
+
+
+def parse_instant(text: object) -> datetime | None:
+    """Return the instant an ISO 8601 time with an offset (or Z) names, else None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        return None
+    return moment if moment.utcoffset() is not None else None
+
+
+def resolve(layers: Layers, path: str) -> tarfile.TarInfo | None:
+    """Follow symbolic links through the merged layers as a lookup from / would.
+
+    Returns the entry the path finally names, or None when a component is missing or the
+    links go on for more than MAX_SYMLINK_HOPS.
+    """
+    pending = list(PurePosixPath("/", path).parts[1:])
+    resolved: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = "/".join([*resolved, part])
+        entry = layers.entries.get(candidate)
+        if entry is None:
+            # A layer may leave out a directory that only holds other entries; a lookup finds
+            # it all the same, once the layers are unpacked.
+            if not any(path.startswith(candidate + "/") for path in layers.entries):
+                return None
+            resolved.append(part)
+            continue
+        if entry.issym():
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS:
+                return None
+            target = PurePosixPath(entry.linkname)
+            if target.is_absolute():
+                resolved = []
+            pending = [*target.parts[1 if target.is_absolute() else 0 :], *pending]
+            continue
+        resolved.append(part)
+    return layers.entries.get("/".join(resolved)) if resolved else None
 
 
 def read_layers(archive: tarfile.TarFile, names: list[str]) -> Layers:
@@ -208,8 +274,20 @@ def check_settings(config: dict[str, Any], layers: Layers, expect: dict[str, Any
         for name, value in sorted(expect["environment"].items())
         if env.get(name) != value
     )
-    if config.get("created") != expect["created"]:
-        findings.append(f"created is {config.get('created')!r}, expected {expect['created']!r}")
+    wanted_created = parse_instant(expect["created"])
+    if wanted_created is None:
+        findings.append(f"the expected creation time {expect['created']!r} is not ISO 8601")
+    else:
+        stamps = [("created", config.get("created"))] + [
+            (f"history[{index}].created", item.get("created"))
+            for index, item in enumerate(config.get("history") or [])
+            if isinstance(item, dict) and "created" in item
+        ]
+        findings.extend(
+            f"{where} is {stamp!r}, expected the instant {expect['created']}"
+            for where, stamp in stamps
+            if parse_instant(stamp) != wanted_created
+        )
 
     entrypoint = settings.get("Entrypoint") or []
     if not entrypoint or entrypoint[1:] != ["-m", expect["module"]]:
@@ -225,6 +303,45 @@ def check_settings(config: dict[str, Any], layers: Layers, expect: dict[str, Any
         entry = layers.entries.get(normalise(directory))
         if entry is None or not entry.isdir():
             findings.append(f"the directory {directory} is missing")
+
+    bundle = expect["environment"].get("SSL_CERT_FILE")
+    if bundle is not None:
+        target = resolve(layers, normalise(bundle))
+        if target is None or not target.isfile():
+            findings.append(f"SSL_CERT_FILE {bundle} does not resolve to a file in the image")
+    return findings
+
+
+def check_root(layers: Layers, expect: dict[str, Any]) -> list[str]:
+    """Return the findings about what sits at the top of the image."""
+    allowed = ROOT_ENTRIES | {normalise(expect["dataDir"]), normalise(expect["tmpDir"])}
+    top = {PurePosixPath(path).parts[0] for path in layers.entries}
+    return [f"unexpected entry at the image root: /{name}" for name in sorted(top - allowed)]
+
+
+def check_times(layers: Layers, expect: dict[str, Any]) -> list[str]:
+    """Return the entries whose modification time is not the fixed time of their layer.
+
+    The store layers are written by stream_layered_image.py with `mtime`; everything else comes
+    from the customisation layer, which dockerTools packs at the build's SOURCE_DATE_EPOCH.
+    """
+    wanted: dict[str, datetime | None] = {
+        "store": parse_instant(expect["mtime"]),
+        "customisation": parse_instant(expect["customisationMtime"]),
+    }
+    findings = [
+        f"the expected {layer} time is not ISO 8601" for layer, at in wanted.items() if at is None
+    ]
+    if findings:
+        return findings
+    for path, member in sorted(layers.entries.items()):
+        layer = "store" if path == "nix" or path.startswith("nix/") else "customisation"
+        moment = wanted[layer]
+        if moment is not None and member.mtime != moment.timestamp():
+            findings.append(
+                f"/{path} has mtime {member.mtime}, expected the {layer} time "
+                f"{int(moment.timestamp())}"
+            )
     return findings
 
 
@@ -253,6 +370,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("image", help="image archive (.tar or .tar.gz)")
     parser.add_argument("--expect", required=True, help="JSON of nix/image-config.nix")
+    parser.add_argument(
+        "--check-times",
+        action="store_true",
+        help="require the fixed modification times of the archive Nix builds",
+    )
     args = parser.parse_args(argv)
 
     with open(args.expect, encoding="utf-8") as handle:
@@ -271,8 +393,10 @@ def main(argv: list[str]) -> int:
 
     findings = (
         check_contents(layers, expect["tmpDir"])
+        + check_root(layers, expect)
         + check_settings(config, layers, expect)
         + check_accounts(layers, files, expect)
+        + (check_times(layers, expect) if args.check_times else [])
     )
     tag = f"{expect['name']}:{expect['tag']}"
     tags = image.get("RepoTags") or []

@@ -1,5 +1,6 @@
 # Fails the build when the image holds a shell, coreutils, busybox or a package manager
-# (inside /nix/store too), a setuid file, or a configuration other than image-config.nix.
+# (inside /nix/store too), a setuid file, anything unexpected at its root, an entry without
+# its fixed modification time, or a configuration other than image-config.nix.
 {
   python3,
   runCommand,
@@ -10,6 +11,6 @@ let
   expect = writeText "image-config.json" (builtins.toJSON (import ../image-config.nix));
 in
 runCommand "mcp-server-suite-image-no-shell" { nativeBuildInputs = [ python3 ]; } ''
-  python3 ${./inspect-image.py} --expect ${expect} ${image}
+  python3 ${./inspect-image.py} --check-times --expect ${expect} ${image}
   touch "$out"
 ''
