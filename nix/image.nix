@@ -13,9 +13,9 @@
 let
   settings = import ./image-config.nix;
   project = (lib.importTOML ../pyproject.toml).project;
-  python = (callPackage ./python.nix { }).image;
+  pythons = callPackage ./python.nix { };
 
-  server = (python.pkgs.callPackage ./package.nix { }).overridePythonAttrs (old: {
+  server = (pythons.imagePackages.callPackage ./package.nix { }).overridePythonAttrs (old: {
     # The same sources are built and tested in packages.default; a second run against an
     # interpreter that differs in one stdlib string would prove nothing new.
     doCheck = false;
@@ -27,7 +27,9 @@ let
     '';
   });
 
-  runtime = python.withPackages (_: [ server ]);
+  # What `withPackages` builds, from the image's own package set: the interpreter's binary
+  # wrapper with the server and its closure on its path.
+  runtime = pythons.image.buildEnv.override { extraLibs = [ server ]; };
 
   inherit (settings) user;
 

@@ -2,8 +2,17 @@
 #
 # `app` is nixpkgs' CPython, unchanged, with the project's package pins: packages.default, the
 # dev shell and the checks use it, and everything but the pins comes from the binary cache.
-# `image` is the same CPython release with what an image without a shell cannot hold taken out;
-# only the OCI image uses it.
+# `image` is the same CPython release with what an image without a shell cannot hold taken out,
+# and `imagePackages` its package set with the tests of the server's runtime dependencies
+# skipped; only the OCI image uses them.
+#
+# CPython applies `packageOverrides` to its build-platform interpreter too
+# (`pythonOnBuildForHost`, whose packages supply the build tools of every package in the set).
+# Only the pins go there: no build tool depends on sqlglot, so nothing else in that set
+# changes. The image's test-skipping overrides go through `overrideScope` instead, which
+# leaves the spliced build-platform set alone: setuptools, Cython, hatchling and psycopg's
+# Sphinx documentation stack stay nixpkgs' own and come from the binary cache, instead of being
+# rebuilt, tests and all, because one of their dependencies was overridden.
 {
   lib,
   bash,
@@ -56,14 +65,16 @@ let
     );
   };
 
-  # The runtime dependencies of the server, rebuilt against the image's interpreter. Their test
-  # suites already ran against the same sources and the same CPython release in the default
-  # package set; a second run against an interpreter that differs in one stdlib string would
-  # only add hours and the flakiness of timing-sensitive tests.
+  # The runtime dependencies of the server (sqlglot's python-dateutil and six among them),
+  # rebuilt against the image's interpreter. Their test suites already ran against the same
+  # sources and the same CPython release in the default package set; a second run against an
+  # interpreter that differs in one stdlib string would only add hours and the flakiness of
+  # timing-sensitive tests. The pinned packages skip their own suites in every set.
   imageRuntimeDependencies = [
     "annotated-types"
     "psutil"
     "psycopg"
+    "psycopg-c"
     "psycopg-pool"
     "pydantic"
     "pydantic-core"
@@ -74,9 +85,9 @@ let
   ];
 
   withoutChecks =
-    _pyfinal: pyprev:
-    lib.genAttrs (lib.filter (name: pyprev ? ${name}) imageRuntimeDependencies) (
-      name: pyprev.${name}.overridePythonAttrs { doCheck = false; }
+    _final: prev:
+    lib.genAttrs (lib.filter (name: prev ? ${name}) imageRuntimeDependencies) (
+      name: prev.${name}.overridePythonAttrs { doCheck = false; }
     );
 
   app = python3.override {
@@ -87,7 +98,7 @@ let
   image =
     (python3.override {
       self = image;
-      packageOverrides = lib.composeExtensions pins withoutChecks;
+      packageOverrides = pins;
     }).overrideAttrs
       (old: {
         # subprocess.py names the store path of bash as the shell for shell=True, which would
@@ -128,4 +139,5 @@ let
 in
 {
   inherit app image;
+  imagePackages = image.pkgs.overrideScope withoutChecks;
 }
