@@ -18,6 +18,7 @@ let
     ps.coverage
     ps.hypothesis
     ps.mypy
+    ps.pglast
     ps.psutil
     ps.psycopg
     ps.psycopg-pool

@@ -3,6 +3,7 @@
   lib,
   buildPythonPackage,
   hatchling,
+  pglast,
   psutil,
   psycopg,
   psycopg-pool,
@@ -41,6 +42,7 @@ buildPythonPackage {
   build-system = [ hatchling ];
 
   dependencies = [
+    pglast
     psutil
     psycopg
     psycopg-pool

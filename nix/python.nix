@@ -8,8 +8,8 @@
 #
 # CPython applies `packageOverrides` to its build-platform interpreter too
 # (`pythonOnBuildForHost`, whose packages supply the build tools of every package in the set).
-# Only the pins go there: no build tool depends on sqlglot, so nothing else in that set
-# changes. The image's test-skipping overrides go through `overrideScope` instead, which
+# Only the pins go there: no build tool depends on sqlglot or pglast, so nothing else in that
+# set changes. The image's test-skipping overrides go through `overrideScope` instead, which
 # leaves the spliced build-platform set alone: setuptools, Cython, hatchling and psycopg's
 # Sphinx documentation stack stay nixpkgs' own and come from the binary cache, instead of being
 # rebuilt, tests and all, because one of their dependencies was overridden.
@@ -60,6 +60,48 @@ let
         doCheck = false;
         meta = old.meta // {
           changelog = "https://github.com/tobymao/sqlglot/blob/v${version}/CHANGELOG.md";
+        };
+      }
+    );
+
+    # The second parser of the query policy: pglast wraps PostgreSQL's own grammar
+    # (libpg_query), and its AST follows the PostgreSQL major release it embeds, so the server
+    # is tested against exactly this release, as it is against sqlglot's.
+    pglast = pyprev.pglast.overridePythonAttrs (
+      old:
+      let
+        version = "8.8";
+      in
+      {
+        inherit version;
+        src = fetchPypi {
+          pname = "pglast";
+          inherit version;
+          hash = "sha256-/5mY7GusTzD4Tba27bKKD7A7HtpcitIRq4Ni9aCLgzs=";
+        };
+        # The sdist carries Cython's output (pglast/parser.c) and libpg_query's sources, so
+        # setuptools and the C compiler build it without Cython. Its build requirements name
+        # exact releases of both, newer than the pinned nixpkgs; they are relaxed here, and the
+        # patches of the nixpkgs expression, written for another release, are replaced.
+        postPatch = ''
+          substituteInPlace pyproject.toml \
+            --replace-fail '"cython==3.3.0",' "" \
+            --replace-fail '"setuptools==84.2.1",' '"setuptools",'
+        '';
+        build-system = [ pyfinal.setuptools ];
+        # Nothing at run time: older expressions listed setuptools, which would put a packaging
+        # tool into the image.
+        dependencies = [ ];
+        # pglast's own suite pins its test tools to exact releases and reads pytest's native
+        # TOML configuration; the server's suite tests the parts of pglast the policy relies on,
+        # and the import check below loads the compiled parser.
+        doCheck = false;
+        pythonImportsCheck = [
+          "pglast"
+          "pglast.parser"
+        ];
+        meta = old.meta // {
+          changelog = "https://github.com/lelit/pglast/blob/v${version}/CHANGES.rst";
         };
       }
     );

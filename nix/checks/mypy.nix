@@ -10,6 +10,7 @@
 let
   env = python.withPackages (ps: [
     ps.mypy
+    ps.pglast
     ps.psutil
     ps.psycopg
     ps.psycopg-pool
