@@ -78,8 +78,14 @@ in
       };
       maxConnections = mkOption {
         type = types.ints.between 1 1024;
-        default = 16;
-        description = "Sessions that may run at once; further connections wait in the backlog.";
+        default = 64;
+        description = ''
+          Sessions that may run at once. systemd does not queue a connection beyond this many:
+          it accepts it, logs "Too many incoming connections" and closes it, so that client
+          reads end of file before any reply. An MCP client holds its session for as long as
+          it runs, so this must exceed the clients the host serves at once; each session is
+          bounded on its own by `MemoryMax`, `TasksMax` and `CPUQuota`.
+        '';
       };
     };
 

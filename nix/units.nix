@@ -10,7 +10,7 @@
   socketUser ? "root",
   socketGroup ? "mcp-server-suite-clients",
   socketMode ? "0660",
-  maxConnections ? 16,
+  maxConnections ? 64,
   # The host file that holds the PostgreSQL DSN, or null when the SQL tool is off.
   dsnFile ? null,
   # The host directory that sandbox_fs_read serves, or null when the tool is off.
@@ -22,7 +22,10 @@
   socket = {
     Accept = true;
     ListenStream = socketPath;
-    # Sessions beyond this many wait in the listen backlog instead of starting instances.
+    # Sessions that may run at once. systemd does not queue the next one: it accepts it, logs
+    # "Too many incoming connections" and closes it, so that client reads end of file at once.
+    # 64, systemd's own default, leaves room for every client a host serves at once; each
+    # session is bounded by the limits below.
     MaxConnections = maxConnections;
     RemoveOnStop = true;
     SocketGroup = socketGroup;

@@ -1,6 +1,7 @@
 # The NixOS module in a VM: socket activation, one handshake and a call of every tool through
 # the socket, the DSN through LoadCredential, PostgreSQL over its Unix socket without network,
-# and the exposure score of a live instance.
+# the exposure score of a live instance, and a connection beyond MaxConnections closed at
+# once.
 {
   testers,
   module,
@@ -21,6 +22,8 @@ testers.runNixOSTest {
         enable = true;
         dsnFile = "/var/lib/mcp-secrets/dsn";
         settings.MCP_SAFE_DATA_DIR = "/srv/mcp-data";
+        # Two, so that the test can fill every slot.
+        socket.maxConnections = 2;
       };
 
       # Peer authentication maps the instances' dynamic user to a role of the same name.
@@ -44,6 +47,7 @@ testers.runNixOSTest {
   testScript = ''
     import json
     import re
+    import time
 
     SOCKET = "/run/mcp-server-suite/mcp.sock"
     HANDSHAKE = [
@@ -87,6 +91,17 @@ testers.runNixOSTest {
         return reply["result"]["structuredContent"]
 
 
+    RUNNING = (
+        "systemctl list-units --plain --no-legend --state=running "
+        "'mcp-server-suite@*.service'"
+    )
+
+
+    def hold_session():
+        """Open a session that stays open, for as long as its sleep runs."""
+        machine.succeed(f"(sleep 300 | socat - UNIX-CONNECT:{SOCKET}) >/dev/null 2>&1 &")
+
+
     start_all()
     machine.wait_for_unit("sockets.target")
     machine.wait_for_unit("mcp-server-suite.socket")
@@ -122,15 +137,9 @@ testers.runNixOSTest {
 
     with subtest("the sandbox of a live instance"):
         # Hold one session open so that its instance can be inspected.
-        machine.succeed(f"(sleep 300 | socat - UNIX-CONNECT:{SOCKET}) >/dev/null 2>&1 &")
-        machine.wait_until_succeeds(
-            "systemctl list-units --plain --no-legend --state=running "
-            "'mcp-server-suite@*.service' | grep -q ."
-        )
-        unit = machine.succeed(
-            "systemctl list-units --plain --no-legend --state=running "
-            "'mcp-server-suite@*.service' | awk 'NR == 1 { print $1 }'"
-        ).strip()
+        hold_session()
+        machine.wait_until_succeeds(f"{RUNNING} | grep -q .")
+        unit = machine.succeed(f"{RUNNING} | awk 'NR == 1 {{ print $1 }}'").strip()
 
         pid = machine.succeed(f"systemctl show --property=MainPID --value {unit}").strip()
         uid = int(machine.succeed(f"stat -c %u /proc/{pid}").strip())
@@ -141,5 +150,28 @@ testers.runNixOSTest {
         match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", report)
         assert match, "no exposure level in the report"
         assert float(match.group(1)) <= 1.0, f"exposure {match.group(1)} is above 1.0"
+
+    with subtest("a connection beyond MaxConnections reads end of file at once"):
+        hold_session()
+        machine.wait_until_succeeds(f"test $({RUNNING} | wc -l) -eq 2")
+        machine.succeed(f"echo '{json.dumps(HANDSHAKE[0])}' > /tmp/initialize.jsonl")
+        started = time.monotonic()
+        # systemd closes the connection with the request unread, so socat may end with
+        # ECONNRESET rather than a clean end of file; either way no reply comes.
+        _, output = machine.execute(
+            f"timeout 30 socat -t 20 - UNIX-CONNECT:{SOCKET} < /tmp/initialize.jsonl 2>/dev/null"
+        )
+        elapsed = time.monotonic() - started
+        assert output.strip() == "", f"a third session was served: {output}"
+        assert elapsed < 10, f"the refused connection took {elapsed:.1f} s to end"
+        machine.wait_until_succeeds(
+            "journalctl -u mcp-server-suite.socket --no-pager "
+            "| grep -q 'Too many incoming connections'"
+        )
+        # Once the held sessions end, connections are served again.
+        machine.succeed("pkill -x sleep")
+        machine.wait_until_succeeds(f"test $({RUNNING} | wc -l) -eq 0")
+        replies = session()
+        assert replies[1]["result"]["serverInfo"]["name"] == "mcp-server-suite", replies
   '';
 }
