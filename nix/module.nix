@@ -34,6 +34,12 @@ let
   # Lower-case PostgreSQL identifiers, which the server quotes into search_path unescaped.
   identifier = "[a-z_][a-z0-9_$]{0,62}";
 
+  # The directory systemd creates for the instances' logs (LogsDirectory=), writable by their
+  # dynamic user under ProtectSystem=strict; an audit file lies directly inside it. A file name
+  # may not start with a dot, so `..` cannot lead out of it.
+  logsDirectory = "mcp-server-suite";
+  auditFile = "/var/log/${logsDirectory}/[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}";
+
   units = import ./units.nix {
     socketPath = cfg.socket.path;
     socketUser = cfg.socket.user;
@@ -42,6 +48,7 @@ let
     maxConnections = cfg.socket.maxConnections;
     inherit (cfg) dsnFile databaseAddresses;
     dataDir = cfg.settings.MCP_SAFE_DATA_DIR;
+    logsDirectory = if lib.hasPrefix "/" cfg.settings.MCP_AUDIT_LOG then logsDirectory else null;
   };
 
   serverEnvironment = import ./environment.nix { inherit (cfg) settings; };
@@ -152,6 +159,14 @@ in
             default = [ ];
             description = "SQL functions allowed beyond the built-in allowlist.";
           };
+          MCP_SQL_MAX_RESULT_BYTES = mkOption {
+            type = types.ints.between 4096 16777216;
+            default = 1048576;
+            description = ''
+              Row data the server receives from PostgreSQL for one call, at most; beyond it the
+              result is cut at a row boundary and says so.
+            '';
+          };
           MCP_SAFE_DATA_DIR = mkOption {
             type = types.nullOr absolutePath;
             default = null;
@@ -161,6 +176,11 @@ in
               turns the tool off. Files must be world-readable: each instance runs as a
               dynamic user.
             '';
+          };
+          MCP_FS_CROSS_MOUNTS = mkOption {
+            type = types.bool;
+            default = false;
+            description = "Whether `sandbox_fs_read` follows paths onto other mounts below the directory.";
           };
           MCP_METRICS_ENABLED = mkOption {
             type = types.bool;
@@ -215,6 +235,39 @@ in
             ];
             default = "WARNING";
             description = "Verbosity of the log, which goes to the journal.";
+          };
+          MCP_AUDIT_LOG = mkOption {
+            type = types.either (types.enum [
+              "journal"
+              "stderr"
+              "off"
+            ]) (types.strMatching auditFile);
+            default = "journal";
+            example = "/var/log/${logsDirectory}/audit.jsonl";
+            description = ''
+              Where the audit trail goes, one JSON record per `tools/call`. `journal` sends each
+              record as a journal entry of its own, `SYSLOG_IDENTIFIER=mcp-server-suite-audit`
+              (`journalctl -t mcp-server-suite-audit`); `stderr` mixes the records into the
+              server's log; `off` keeps none. A file must lie directly in
+              `/var/log/${logsDirectory}/`, which systemd then creates for the instances'
+              dynamic user, and every instance appends to it.
+            '';
+          };
+          MCP_AUDIT_ARGUMENTS = mkOption {
+            type = types.enum [
+              "digest"
+              "full"
+            ];
+            default = "digest";
+            description = ''
+              What an audit record holds of a call's arguments: their SHA-256 digest, or the
+              arguments themselves, escaped, SQL text included.
+            '';
+          };
+          MCP_AUDIT_REQUIRED = mkOption {
+            type = types.bool;
+            default = false;
+            description = "Whether a call that cannot be recorded is refused rather than run.";
           };
         };
       };

@@ -82,6 +82,7 @@ buildPythonPackage {
     "tests/unit/test_hooks.py"
     "tests/unit/test_mutation_check.py"
     "tests/unit/test_nix_image_check.py"
+    "tests/unit/test_nix_module.py"
     "tests/unit/test_policy_parity.py"
     "tests/unit/test_workflow_pins.py"
   ];

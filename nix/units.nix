@@ -17,6 +17,8 @@
   dataDir ? null,
   # Addresses of a PostgreSQL server reached over TCP; see hardening.nix.
   databaseAddresses ? [ ],
+  # The name of the instances' logs directory below /var/log, for an audit file, or null.
+  logsDirectory ? null,
 }:
 {
   socket = {
@@ -44,6 +46,9 @@
     # systemd reads the DSN as root and hands the instance a private copy; the server reads it
     # from the file that MCP_SQL_DSN_FILE names, so the secret never enters the environment.
     LoadCredential = if dsnFile == null then [ ] else [ "dsn:${dsnFile}" ];
+    # Created for the dynamic user and writable under ProtectSystem=strict, for an audit file;
+    # the journal, the default destination, needs nothing here.
+    LogsDirectory = if logsDirectory == null then [ ] else logsDirectory;
     StandardError = "journal";
     StandardInput = "socket";
     StandardOutput = "socket";

@@ -1,7 +1,7 @@
 # The NixOS module in a VM: socket activation, one handshake and a call of every tool through
 # the socket, the DSN through LoadCredential, PostgreSQL over its Unix socket without network,
-# the exposure score of a live instance, and a connection beyond MaxConnections closed at
-# once.
+# the audit trail read back from the journal, the exposure score of a live instance, and a
+# connection beyond MaxConnections closed at once.
 {
   testers,
   module,
@@ -22,7 +22,8 @@ testers.runNixOSTest {
         enable = true;
         dsnFile = "/var/lib/mcp-secrets/dsn";
         settings.MCP_SAFE_DATA_DIR = "/srv/mcp-data";
-        # Two, so that the test can fill every slot.
+        # Two, so that the test can fill every slot; the audit trail goes to the journal, as by
+        # default.
         socket.maxConnections = 2;
       };
 
@@ -134,6 +135,26 @@ testers.runNixOSTest {
         rows = structured(replies[5])
         assert rows["columns"] == ["one"], rows
         assert rows["rows"] == [[1]], rows
+
+    with subtest("the audit trail in the journal"):
+        # One native journal entry per call, sent by the sandboxed instance itself: journald
+        # names the unit from the sender's cgroup, which the sender cannot choose.
+        machine.wait_until_succeeds(
+            "test $(journalctl -t mcp-server-suite-audit -o cat --no-pager | wc -l) -ge 3"
+        )
+        entries = [
+            json.loads(line)
+            for line in machine.succeed(
+                "journalctl -t mcp-server-suite-audit -o json --no-pager"
+            ).splitlines()
+            if line.strip()
+        ]
+        for entry in entries:
+            assert entry["_SYSTEMD_UNIT"].startswith("mcp-server-suite@"), entry
+        recorded = json.dumps(entries)
+        for tool in ("system_metrics", "sandbox_fs_read", "read_only_sql"):
+            assert tool in recorded, f"no audit entry names {tool}: {recorded}"
+        assert "${dsn}" not in recorded, "the DSN reached the audit trail"
 
     with subtest("the sandbox of a live instance"):
         # Hold one session open so that its instance can be inspected.

@@ -10,7 +10,9 @@
 #   3. flake.lock is a lock file of version 7 whose only input is a pinned nixpkgs.
 #   4. The socket unit and the template service that the module defines are rendered into unit
 #      files, and `systemd-analyze security --offline=yes` scores the service: the check fails
-#      on any parse warning and above an exposure of 1.0 without network.
+#      on any parse warning and above an exposure of 1.0 without network. The sandbox must
+#      also let the server reach its audit destination (the journal's socket, or a file in its
+#      logs directory) and call openat2 (nix/checks/sandbox-allows.py).
 #   5. With --python, the server validates the environment that the module renders
 #      (`--check-config`), so that the module's values are values the server accepts.
 #
@@ -93,25 +95,36 @@ nix_eval --expr 'import <nix/image-config.nix>' >"$work/image-config.json"
 nix_eval --expr 'import <nix/units.nix> { }' >"$work/units.json"
 sample='{ A = true; B = [ "x" "y" ]; C = 0.5; D = null; }'
 nix_eval --expr "import <nix/environment.nix> { settings = $sample; }" >"$work/environment.json"
-# The module itself, against a stub of nixpkgs' lib whose types check every value: a full
-# deployment (a DSN credential, a data directory, settings off their defaults), and the same
-# with TCP to the database.
+# The module itself, against a stub of nixpkgs' lib whose types check every value: the
+# defaults alone, a full deployment (a DSN credential, a data directory, settings off their
+# defaults), the same with TCP to the database, and with the audit trail in a file.
+nix_eval --expr 'import <nix/checks/module-eval.nix> { values = { enable = true; }; }' \
+  >"$work/module-defaults.json"
 deployment='{
   enable = true;
   dsnFile = "/var/lib/mcp-secrets/dsn";
   settings = {
     MCP_SAFE_DATA_DIR = "/srv/mcp-data";
+    MCP_FS_CROSS_MOUNTS = true;
     MCP_SQL_SCHEMAS = [ "public" "reporting" ];
     MCP_SQL_ALLOWED_FUNCTIONS = [ "reporting.safe_total" ];
+    MCP_SQL_MAX_RESULT_BYTES = 65536;
     MCP_METRICS_CPU_SAMPLE_SECONDS = 0.25;
     MCP_TOOL_ACQUIRE_TIMEOUT_SECONDS = 0;
     MCP_SERVER_SUITE_LOG_LEVEL = "INFO";
+    MCP_AUDIT_ARGUMENTS = "full";
+    MCP_AUDIT_REQUIRED = true;
   };
 }'
 nix_eval --expr "import <nix/checks/module-eval.nix> { values = $deployment; }" >"$work/module.json"
 tcp='{ databaseAddresses = [ "192.0.2.10/32" ]; }'
 nix_eval --expr "import <nix/checks/module-eval.nix> { values = $deployment // $tcp; }" \
   >"$work/module-tcp.json"
+# The audit trail in a file instead of the journal: the module adds the logs directory.
+audit_file='{ settings.MCP_AUDIT_LOG = "/var/log/mcp-server-suite/audit.jsonl"; }'
+nix_eval --expr "import <nix/checks/module-eval.nix> {
+  values = $deployment // { settings = ($deployment).settings // ($audit_file).settings; };
+}" >"$work/module-audit-file.json"
 python3 - "$work"/*.json <<'PY'
 import json
 import pathlib
@@ -186,37 +199,59 @@ score() {
 echo "== 4. systemd-analyze security of the template service the module defines"
 exposure="$(score isolated "$work/module.json")"
 exposure_tcp="$(score tcp "$work/module-tcp.json")"
-if [[ -z "$exposure" || -z "$exposure_tcp" ]]; then
+exposure_audit_file="$(score audit-file "$work/module-audit-file.json")"
+exposure_defaults="$(score defaults "$work/module-defaults.json")"
+if [[ -z "$exposure" || -z "$exposure_tcp" || -z "$exposure_audit_file" ||
+  -z "$exposure_defaults" ]]; then
   echo "check-nix-offline: no exposure level in the systemd-analyze report" >&2
   cat "$work/isolated/security.txt" >&2
   exit 1
 fi
 echo "exposure without network: $exposure (target <= $MAX_EXPOSURE)"
 echo "exposure with TCP to the database: $exposure_tcp (reported only)"
-if ! python3 -c 'import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))' \
-  "$exposure" "$MAX_EXPOSURE"; then
-  echo "check-nix-offline: exposure $exposure is above $MAX_EXPOSURE" >&2
-  grep -F '✗' "$work/isolated/security.txt" >&2 || true
-  exit 1
-fi
+echo "exposure with the audit trail in a file: $exposure_audit_file (target <= $MAX_EXPOSURE)"
+echo "exposure with every default: $exposure_defaults (target <= $MAX_EXPOSURE)"
+for variant in isolated audit-file defaults; do
+  level="$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' \
+    "$work/$variant/security.txt")"
+  if ! python3 -c 'import sys; sys.exit(float(sys.argv[1]) > float(sys.argv[2]))' \
+    "$level" "$MAX_EXPOSURE"; then
+    echo "check-nix-offline: exposure $level of the $variant units is above $MAX_EXPOSURE" >&2
+    grep -F '✗' "$work/$variant/security.txt" >&2 || true
+    exit 1
+  fi
+done
+# The server must reach what it writes to: the journal's socket by default, or its audit file.
+for variant in module-defaults module module-tcp module-audit-file; do
+  python3 "$root/nix/checks/sandbox-allows.py" --units "$work/$variant.json"
+done
 
 echo "== 5. the server accepts the environment the module renders"
 if [[ -z "$python_under_test" ]]; then
   echo "skipped: no --python given"
 else
-  # The host paths of the deployment stand in for local ones; every other value is as rendered.
-  mkdir -p "$work/data"
-  printf '%s\n' 'postgresql://mcp_reader@/app?host=/run/postgresql' >"$work/dsn"
-  mapfile -t assignments < <(
-    python3 -c 'import json, sys
+  # The host paths of the deployment stand in for local ones; every other value is as
+  # rendered. The DSN is left out: with SQL configured, --check-config may connect to the
+  # database to audit the role, and there is no database where this runs. A PYTHONPATH (the
+  # dev shell's, which puts src/ on it) is passed on; nothing else of this environment is.
+  mkdir -p "$work/data" "$work/logs"
+  for variant in module-defaults module module-audit-file; do
+    mapfile -t assignments < <(
+      python3 -c 'import json, pathlib, sys
 environment = json.load(open(sys.argv[1]))["environment"]
-environment.update(MCP_SQL_DSN_FILE=sys.argv[2], MCP_SAFE_DATA_DIR=sys.argv[3])
+environment.pop("MCP_SQL_DSN_FILE", None)
+if "MCP_SAFE_DATA_DIR" in environment:
+    environment["MCP_SAFE_DATA_DIR"] = sys.argv[2]
+if environment.get("MCP_AUDIT_LOG", "").startswith("/"):
+    name = pathlib.PurePosixPath(environment["MCP_AUDIT_LOG"]).name
+    environment["MCP_AUDIT_LOG"] = str(pathlib.Path(sys.argv[3], name))
 for name, value in sorted(environment.items()):
-    print(f"{name}={value}")' "$work/module.json" "$work/dsn" "$work/data"
-  )
-  env -i PATH="$PATH" HOME="$work" "${assignments[@]}" \
-    "$python_under_test" -m mcp_server_suite --check-config
-  echo "--check-config accepts the ${#assignments[@]} variables the module renders"
+    print(f"{name}={value}")' "$work/$variant.json" "$work/data" "$work/logs"
+    )
+    env -i PATH="$PATH" HOME="$work" ${PYTHONPATH:+PYTHONPATH="$PYTHONPATH"} \
+      "${assignments[@]}" "$python_under_test" -m mcp_server_suite --check-config
+    echo "--check-config accepts the ${#assignments[@]} variables of $variant.json"
+  done
 fi
 
 echo "check-nix-offline: all checks passed"

@@ -16,6 +16,9 @@ let
   types = {
     addCheck = type: check: type // { check = value: type.check value && check value; };
     bool = mkType "bool" builtins.isBool;
+    either = left: right: mkType "${left.name} or ${right.name}" (
+      value: left.check value || right.check value
+    );
     enum = choices: mkType "enum" (value: builtins.elem value choices);
     ints.between =
       low: high:
