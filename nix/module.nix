@@ -34,6 +34,15 @@ let
   # Lower-case PostgreSQL identifiers, which the server quotes into search_path unescaped.
   identifier = "[a-z_][a-z0-9_$]{0,62}";
 
+  # Extensions the server refuses to trust, whatever the operator says: their functions read or
+  # write files or open connections to other servers.
+  untrustableExtensions = [
+    "adminpack"
+    "dblink"
+    "file_fdw"
+    "postgres_fdw"
+  ];
+
   # The directory systemd creates for the instances' logs (LogsDirectory=), writable by their
   # dynamic user under ProtectSystem=strict; an audit file lies directly inside it. A file name
   # may not start with a dot, so `..` cannot lead out of it.
@@ -159,6 +168,19 @@ in
             default = [ ];
             description = "SQL functions allowed beyond the built-in allowlist.";
           };
+          MCP_SQL_TRUSTED_EXTENSIONS = mkOption {
+            type = types.listOf (
+              types.addCheck (types.strMatching identifier) (
+                name: !builtins.elem name untrustableExtensions
+              )
+            );
+            default = [ ];
+            example = [ "postgis" ];
+            description = ''
+              Extensions whose objects the SQL tool trusts beside `pg_catalog`; never one whose
+              code reaches outside a read-only transaction (${lib.concatStringsSep ", " untrustableExtensions}).
+            '';
+          };
           MCP_SQL_MAX_RESULT_BYTES = mkOption {
             type = types.ints.between 4096 16777216;
             default = 1048576;
@@ -279,6 +301,10 @@ in
       {
         assertion = cfg.dsnFile == null || !lib.hasPrefix "${builtins.storeDir}/" cfg.dsnFile;
         message = "services.mcp-server-suite.dsnFile holds a secret; it must not be in the store.";
+      }
+      {
+        assertion = !(cfg.settings.MCP_AUDIT_REQUIRED && cfg.settings.MCP_AUDIT_LOG == "off");
+        message = "services.mcp-server-suite.settings.MCP_AUDIT_REQUIRED needs an audit log.";
       }
     ];
 

@@ -39,6 +39,7 @@ let
 
   lib = {
     inherit types;
+    concatStringsSep = builtins.concatStringsSep;
     getExe = package: "${package.outPath}/bin/${package.meta.mainProgram}";
     hasPrefix =
       prefix: string: builtins.substring 0 (builtins.stringLength prefix) string == prefix;

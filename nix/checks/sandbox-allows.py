@@ -5,7 +5,7 @@ renders) and fails, listing every finding, when the sandbox would stop the serve
 
 - sending its audit records to the journal, with MCP_AUDIT_LOG=journal: a native journal entry
   is a datagram to /run/systemd/journal/socket, so AF_UNIX must be allowed, the system-call
-  filter must allow socket, connect, sendto and sendmsg, and no InaccessiblePaths=,
+  filter must allow socket, setsockopt, connect, sendto and sendmsg, and no InaccessiblePaths=,
   TemporaryFileSystem=, RootDirectory= or RootImage= may hide or replace the socket;
 - appending to its audit file, with MCP_AUDIT_LOG=<path>: the file must lie directly in the
   LogsDirectory= that systemd creates for the dynamic user, and nothing may hide that;
@@ -36,9 +36,10 @@ from typing import Any
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 LOGS_ROOT = "/var/log"
 
-# What the journal client does: open a datagram socket, then send (sendto, or sendmsg with a
-# memfd for a large entry); connect is allowed too, for a client that connects first.
-JOURNAL_CALLS = ("socket", "connect", "sendto", "sendmsg")
+# What the journal client does: open a datagram socket, size its send buffer, connect it (the
+# server does, to prove at start-up that journald listens), then send (sendto, or sendmsg for a
+# client that passes a memfd with a large entry).
+JOURNAL_CALLS = ("socket", "setsockopt", "connect", "sendto", "sendmsg")
 # sandbox_fs_read resolves every path with openat2(RESOLVE_BENEATH); without it the tool falls
 # back to its O_NOFOLLOW walk, which holds but which the kernel does not enforce.
 FILE_CALLS = ("openat2",)

@@ -128,12 +128,34 @@ def test_an_audit_file_gets_the_logs_directory_of_the_dynamic_user() -> None:
         '{ settings.MCP_AUDIT_REQUIRED = "true"; }',
         "{ settings.MCP_FS_CROSS_MOUNTS = 1; }",
         '{ settings.MCP_SQL_MAX_RESULT_BYTES = "1048576"; }',
+        '{ settings.MCP_SQL_TRUSTED_EXTENSIONS = [ "PostGIS" ]; }',
         "{ socket.maxConnections = 0; }",
     ],
 )
 def test_the_module_refuses_what_the_server_would_refuse(values: str) -> None:
     with pytest.raises(NixEvaluationError, match="is not a"):
         units(values)
+
+
+def test_a_required_audit_trail_needs_a_destination() -> None:
+    with pytest.raises(NixEvaluationError, match="MCP_AUDIT_REQUIRED needs an audit log"):
+        units('{ settings = { MCP_AUDIT_LOG = "off"; MCP_AUDIT_REQUIRED = true; }; }')
+    required = units("{ settings.MCP_AUDIT_REQUIRED = true; }")
+    assert required["environment"]["MCP_AUDIT_REQUIRED"] == "true"
+
+
+@pytest.mark.parametrize("extension", ["adminpack", "dblink", "file_fdw", "postgres_fdw"])
+def test_an_extension_that_reaches_outside_the_transaction_is_never_trusted(
+    extension: str,
+) -> None:
+    with pytest.raises(NixEvaluationError, match="MCP_SQL_TRUSTED_EXTENSIONS"):
+        units(f'{{ settings.MCP_SQL_TRUSTED_EXTENSIONS = [ "postgis" "{extension}" ]; }}')
+
+
+def test_trusted_extensions_render_as_a_comma_separated_list() -> None:
+    trusted = units('{ settings.MCP_SQL_TRUSTED_EXTENSIONS = [ "postgis" "pg_trgm" ]; }')
+    assert trusted["environment"]["MCP_SQL_TRUSTED_EXTENSIONS"] == "postgis,pg_trgm"
+    assert units()["environment"]["MCP_SQL_TRUSTED_EXTENSIONS"] == ""
 
 
 # The option types agree with the server, for every variable both know.
