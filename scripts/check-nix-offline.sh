@@ -232,21 +232,36 @@ if [[ -z "$python_under_test" ]]; then
 else
   # The host paths of the deployment stand in for local ones; every other value is as
   # rendered. The DSN is left out: with SQL configured, --check-config may connect to the
-  # database to audit the role, and there is no database where this runs. A PYTHONPATH (the
-  # dev shell's, which puts src/ on it) is passed on; nothing else of this environment is.
+  # database to audit the role, and there is no database where this runs. The server opens
+  # its audit destination at start-up, the journal included; where journald does not run (a
+  # container), the journal is checked as stderr, and the VM test checks it for real. A
+  # PYTHONPATH (the dev shell's, which puts src/ on it) is passed on; nothing else of this
+  # environment is.
+  journal_socket=/run/systemd/journal/socket
+  if [[ ! -S "$journal_socket" ]]; then
+    echo "no journal at $journal_socket: MCP_AUDIT_LOG=journal is checked as stderr"
+  fi
   mkdir -p "$work/data" "$work/logs"
   for variant in module-defaults module module-audit-file; do
     mapfile -t assignments < <(
-      python3 -c 'import json, pathlib, sys
+      python3 -c 'import json, os, pathlib, stat, sys
 environment = json.load(open(sys.argv[1]))["environment"]
 environment.pop("MCP_SQL_DSN_FILE", None)
 if "MCP_SAFE_DATA_DIR" in environment:
     environment["MCP_SAFE_DATA_DIR"] = sys.argv[2]
-if environment.get("MCP_AUDIT_LOG", "").startswith("/"):
-    name = pathlib.PurePosixPath(environment["MCP_AUDIT_LOG"]).name
+destination = environment.get("MCP_AUDIT_LOG", "")
+if destination.startswith("/"):
+    name = pathlib.PurePosixPath(destination).name
     environment["MCP_AUDIT_LOG"] = str(pathlib.Path(sys.argv[3], name))
+elif destination == "journal":
+    try:
+        listening = stat.S_ISSOCK(os.stat(sys.argv[4]).st_mode)
+    except OSError:
+        listening = False
+    if not listening:
+        environment["MCP_AUDIT_LOG"] = "stderr"
 for name, value in sorted(environment.items()):
-    print(f"{name}={value}")' "$work/$variant.json" "$work/data" "$work/logs"
+    print(f"{name}={value}")' "$work/$variant.json" "$work/data" "$work/logs" "$journal_socket"
     )
     env -i PATH="$PATH" HOME="$work" ${PYTHONPATH:+PYTHONPATH="$PYTHONPATH"} \
       "${assignments[@]}" "$python_under_test" -m mcp_server_suite --check-config
