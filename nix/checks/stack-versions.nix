@@ -33,6 +33,7 @@ in
 // builtins.listToAttrs (
   map (name: {
     inherit name;
-    value = python.pkgs.${name}.version;
+    # A package that a nixpkgs release renames or drops shows as "-" rather than failing.
+    value = python.pkgs.${name}.version or "-";
   }) names
 )

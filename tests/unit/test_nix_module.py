@@ -460,6 +460,26 @@ def test_any_path_above_the_journal_socket_is_found_and_no_other(
     assert bool(SANDBOX.hidden(service, "/run/systemd/journal/socket")) == above, path
 
 
+# The version report of the container-security job.
+
+
+def test_the_stack_report_lists_each_package_and_survives_a_missing_one() -> None:
+    # A stub flake whose package set knows one package: the report is shaped by
+    # nix/checks/stack-versions.nix alone, and a package nixpkgs lacks shows as "-".
+    report = evaluate(
+        "import <nix/checks/stack-versions.nix> {"
+        ' system = "test";'
+        " flake.inputs.nixpkgs.legacyPackages.test.callPackage = _: _: {"
+        '   app = { version = "3.13.5"; pkgs.pydantic.version = "2.12.3"; };'
+        " };"
+        " }"
+    )
+    assert report["python"] == "3.13.5"
+    assert report["pydantic"] == "2.12.3"
+    assert {"mypy", "pglast", "pytest", "pytest-asyncio", "sqlglot"} <= set(report)
+    assert report["pglast"] == "-"
+
+
 # scripts/check-nix-offline.sh as a whole.
 
 
