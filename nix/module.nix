@@ -178,7 +178,8 @@ in
             example = [ "postgis" ];
             description = ''
               Extensions whose objects the SQL tool trusts beside `pg_catalog`; never one whose
-              code reaches outside a read-only transaction (${lib.concatStringsSep ", " untrustableExtensions}).
+              code reaches outside a read-only transaction:
+              ${lib.concatStringsSep ", " untrustableExtensions}.
             '';
           };
           MCP_SQL_MAX_RESULT_BYTES = mkOption {
@@ -202,7 +203,9 @@ in
           MCP_FS_CROSS_MOUNTS = mkOption {
             type = types.bool;
             default = false;
-            description = "Whether `sandbox_fs_read` follows paths onto other mounts below the directory.";
+            description = ''
+              Whether `sandbox_fs_read` follows paths onto other mounts below the directory.
+            '';
           };
           MCP_METRICS_ENABLED = mkOption {
             type = types.bool;
