@@ -19,9 +19,10 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, NoReturn, TypeVar
+from typing import Final, Literal, NoReturn, TypeAlias, TypeVar
 
 __all__ = [
+    "AUDIT_KEYWORDS",
     "ENV_PREFIX",
     "KNOWN_VARIABLES",
     "ConfigError",
@@ -49,6 +50,11 @@ _FALSE: Final = frozenset({"0", "false", "no", "off"})
 _LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 T = TypeVar("T")
+
+# MCP_AUDIT_LOG's destinations other than a file path; see `audit.sinks`.
+AUDIT_KEYWORDS: Final = ("stderr", "off", "journal")
+AuditArguments: TypeAlias = Literal["digest", "full"]
+_AUDIT_ARGUMENTS: Final[Mapping[str, AuditArguments]] = {"digest": "digest", "full": "full"}
 
 
 class SecretStr:
@@ -122,6 +128,9 @@ class Settings:
     max_argument_depth: int = 8
     max_argument_items: int = 1000
     log_level: str = "WARNING"
+    audit_log: str | Path = "stderr"
+    audit_arguments: AuditArguments = "digest"
+    audit_required: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -139,6 +148,7 @@ class Settings:
         """
         env = os.environ if environ is None else environ
         defaults = cls()
+        audit_log, audit_arguments, audit_required = _audit_settings(env)
 
         def get(name: str, parse: Callable[[str, str], T], default: T) -> T:
             raw = env.get(name)
@@ -190,6 +200,9 @@ class Settings:
                 "MCP_MAX_ARGUMENT_ITEMS", _integer(1, 100_000), defaults.max_argument_items
             ),
             log_level=get("MCP_SERVER_SUITE_LOG_LEVEL", _log_level, defaults.log_level),
+            audit_log=audit_log,
+            audit_arguments=audit_arguments,
+            audit_required=audit_required,
         )
 
     @property
@@ -228,6 +241,9 @@ KNOWN_VARIABLES: Final = frozenset(
         "MCP_MAX_ARGUMENT_DEPTH",
         "MCP_MAX_ARGUMENT_ITEMS",
         "MCP_SERVER_SUITE_LOG_LEVEL",
+        "MCP_AUDIT_LOG",
+        "MCP_AUDIT_ARGUMENTS",
+        "MCP_AUDIT_REQUIRED",
     }
 )
 
@@ -368,3 +384,24 @@ def _read_dsn(env: Mapping[str, str]) -> SecretStr | None:
     except UnicodeDecodeError:
         raise ConfigError("MCP_SQL_DSN_FILE", "a UTF-8 file holding the DSN", path) from None
     return _valid_dsn("MCP_SQL_DSN_FILE", text)
+
+
+def _audit_settings(env: Mapping[str, str]) -> tuple[str | Path, AuditArguments, bool]:
+    log = env.get("MCP_AUDIT_LOG", "stderr")
+    destination: str | Path
+    if log in AUDIT_KEYWORDS:
+        destination = log
+    elif "\x00" not in log and os.path.isabs(log):
+        destination = Path(log)
+    else:
+        raise ConfigError("MCP_AUDIT_LOG", "stderr, off, journal or an absolute file path", log)
+    raw_arguments = env.get("MCP_AUDIT_ARGUMENTS", "digest")
+    arguments = _AUDIT_ARGUMENTS.get(raw_arguments)
+    if arguments is None:
+        raise ConfigError("MCP_AUDIT_ARGUMENTS", "digest or full", raw_arguments)
+    raw_required = env.get("MCP_AUDIT_REQUIRED")
+    required = raw_required is not None and _boolean("MCP_AUDIT_REQUIRED", raw_required)
+    if required and destination == "off":
+        # Refusing every call would be the only way to honour both: say so at start-up.
+        raise ConfigError("MCP_AUDIT_REQUIRED", "false when MCP_AUDIT_LOG=off", raw_required)
+    return destination, arguments, required
