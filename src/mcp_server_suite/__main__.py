@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from mcp_server_suite import __version__
+from mcp_server_suite.audit.sinks import AuditSink, open_sink
 from mcp_server_suite.cli import describe_configuration, parse_arguments
 from mcp_server_suite.config import ConfigError, Settings, unknown_variables
 from mcp_server_suite.core.framing import LineFramer
@@ -45,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_environ()
         registry = build_registry(settings)
+        audit_sink = open_sink(settings.audit_log, required=settings.audit_required)
     except ConfigError as exc:
         print(f"mcp-server-suite: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -58,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.check_config:
         print(describe_configuration(settings, registry))
         registry.release_unloaded()
+        if audit_sink is not None:
+            audit_sink.close()
         return 0
     in_fd, out_fd = claim_stdio()
     dispatcher = Dispatcher(registry, server_version=__version__)
@@ -65,8 +69,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.info("serving %s", ", ".join(registry) or "no tools")
     stop = StopSignals()
     if answer_handshake(dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd):
-        _run_session(settings, registry, dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd)
+        _run_session(
+            settings,
+            registry,
+            dispatcher,
+            framer,
+            stop,
+            audit_sink=audit_sink,
+            in_fd=in_fd,
+            out_fd=out_fd,
+        )
     else:
+        if audit_sink is not None:
+            audit_sink.close()
         stop.restore()
         registry.release_unloaded()
         os.close(in_fd)
@@ -82,13 +97,15 @@ def _run_session(
     framer: LineFramer,
     stop: StopSignals,
     *,
+    audit_sink: AuditSink | None,
     in_fd: int,
     out_fd: int,
 ) -> None:
     # Imported here, after the handshake: the client already has its answer while the event
-    # loop, the limiter and the deadline load.
+    # loop, the limiter, the deadline and the audit records load.
     import asyncio  # noqa: PLC0415
 
+    from mcp_server_suite.audit.trail import AuditTrail  # noqa: PLC0415
     from mcp_server_suite.core.stdio import serve  # noqa: PLC0415
     from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415
     from mcp_server_suite.guardrails.pipeline import Guardrails  # noqa: PLC0415
@@ -100,13 +117,23 @@ def _run_session(
         max_depth=settings.max_argument_depth,
         max_items=settings.max_argument_items,
     )
+    audit = AuditTrail(
+        audit_sink, arguments=settings.audit_arguments, required=settings.audit_required
+    )
 
     async def session() -> None:
         try:
             await serve(
-                dispatcher, guardrails, in_fd=in_fd, out_fd=out_fd, framer=framer, stop=stop
+                dispatcher,
+                guardrails,
+                in_fd=in_fd,
+                out_fd=out_fd,
+                framer=framer,
+                stop=stop,
+                audit=audit,
             )
         finally:
+            audit.close()
             await registry.aclose()
 
     asyncio.run(session())

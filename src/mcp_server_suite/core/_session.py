@@ -18,6 +18,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
+from mcp_server_suite.audit.record import CANCELLED, Crashed, Outcome, Refused, Succeeded
+from mcp_server_suite.audit.trail import AuditTrail
 from mcp_server_suite.core.framing import NEED_DATA, FrameTooLarge, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, StartCall
@@ -263,7 +265,10 @@ class _Session:
         channel: _Channel,
         framer: LineFramer,
         grace: float,
+        *,
+        audit: AuditTrail,
     ) -> None:
+        self._audit = audit
         self._dispatcher = dispatcher
         self._framer = framer
         self._guardrails = guardrails
@@ -354,7 +359,7 @@ class _Session:
             )
             # A task cancelled before its first step never runs `_call`, cleanup included (a
             # cancel in the same read as its call does this), so its end is also watched here.
-            task.add_done_callback(functools.partial(self._release_unstarted, action.request_id))
+            task.add_done_callback(functools.partial(self._release_unstarted, action))
             self._calls[action.request_id] = task
         elif isinstance(action, CancelCall):
             running = self._calls.get(action.request_id)
@@ -364,13 +369,17 @@ class _Session:
 
     async def _call(self, action: StartCall) -> None:
         request_id = action.request_id
+        started = self._audit.clock()
+        outcome: Outcome
         try:
             # The first call of a tool loads its implementation (and Pydantic): the cost is
             # paid once, by the call that needs it, never at start-up.
             output = await self._guardrails.invoke(action.tool.spec(), action.arguments)
         except ToolFailure as failure:
+            outcome = Refused(failure.problem.code)
             reply = self._dispatcher.call_failed(request_id, failure.problem)
         except asyncio.CancelledError:
+            self._audit.record(action, CANCELLED, started)
             self._dispatcher.call_abandoned(request_id)
             self._finished(request_id)
             raise
@@ -381,18 +390,25 @@ class _Session:
                 action.tool.description.name,
                 correlation_id,
             )
+            outcome = Crashed(correlation_id)
             reply = self._dispatcher.call_crashed(request_id, correlation_id)
         else:
+            outcome = Succeeded.of(output.structured, output.text)
             reply = self._dispatcher.call_succeeded(request_id, output.structured, output.text)
+        # The audit hook: one record per call, before its reply can reach the client.
+        if not self._audit.record(action, outcome, started):
+            reply = self._dispatcher.call_failed(request_id, self._audit.refusal)
         self._finished(request_id)
         try:
             await self._channel.write(encode(reply.message))
         except ChannelClosed:
             self._client_gone()
 
-    def _release_unstarted(self, request_id: RequestId, task: asyncio.Task[None]) -> None:
+    def _release_unstarted(self, action: StartCall, task: asyncio.Task[None]) -> None:
         # Still registered only if `_call` never reached its own cleanup.
+        request_id = action.request_id
         if self._calls.get(request_id) is task:
+            self._audit.record(action, CANCELLED, None)
             self._dispatcher.call_abandoned(request_id)
             self._finished(request_id)
 
@@ -421,6 +437,7 @@ async def serve_session(
     framer: LineFramer,
     early_signals: Sequence[signal.Signals] = (),
     grace: float = DRAIN_GRACE_S,
+    audit: AuditTrail | None = None,
 ) -> None:
     """Serve one session over the given descriptors until it ends.
 
@@ -432,10 +449,12 @@ async def serve_session(
         framer: The framer, with whatever the handshake phase left buffered in it.
         early_signals: Stop signals received before the session's handlers were installed.
         grace: How long calls in flight may finish after input ends or a first signal.
+        audit: Where each call is recorded; nothing is recorded when None.
     """
     loop = asyncio.get_running_loop()
     channel = await _open_channel(in_fd, out_fd)
-    session = _Session(dispatcher, guardrails, channel, framer, grace)
+    trail = AuditTrail(None) if audit is None else audit
+    session = _Session(dispatcher, guardrails, channel, framer, grace, audit=trail)
     installed: deque[signal.Signals] = deque()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, session.on_signal, signum)

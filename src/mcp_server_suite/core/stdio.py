@@ -46,6 +46,7 @@ from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.server import Dispatcher, Send, SessionState
 
 if TYPE_CHECKING:
+    from mcp_server_suite.audit.trail import AuditTrail
     from mcp_server_suite.guardrails.pipeline import Guardrails
 
 __all__ = ["READ_CHUNK_BYTES", "StopSignals", "answer_handshake", "claim_stdio", "serve"]
@@ -180,6 +181,7 @@ async def serve(
     framer: LineFramer | None = None,
     stop: StopSignals | None = None,
     grace: float | None = None,
+    audit: AuditTrail | None = None,
 ) -> None:
     """Serve the session on the event loop until it ends.
 
@@ -193,6 +195,7 @@ async def serve(
             soon as the session's own handlers are installed.
         grace: How long calls in flight may finish after input ends or a first signal;
             the design document's 5 s when None.
+        audit: Where each call is recorded; nothing is recorded when None.
     """
     from mcp_server_suite.core import _session  # noqa: PLC0415  # The event loop's half.
 
@@ -206,4 +209,5 @@ async def serve(
         if stop is None or stop.last is None
         else (stop.last,) * min(stop.count, 2),
         grace=_session.DRAIN_GRACE_S if grace is None else grace,
+        audit=audit,
     )

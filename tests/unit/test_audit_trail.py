@@ -1,0 +1,162 @@
+"""The audit trail of a session: one record per call, and what a failed write means."""
+
+import errno
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from mcp_server_suite.audit.record import CANCELLED, Refused, Succeeded
+from mcp_server_suite.audit.trail import AUDIT_REFUSAL, AuditTrail
+from mcp_server_suite.core.registry import RegisteredTool, ToolSpec
+from mcp_server_suite.core.server import ClientInfo, StartCall
+from mcp_server_suite.schemas.base import StrictModel
+from mcp_server_suite.schemas.problems import MCPErrorCode
+
+
+class Params(StrictModel):
+    text: str
+
+
+async def run(params: Params) -> Params:
+    return params
+
+
+TOOL = RegisteredTool.loaded(
+    ToolSpec(
+        name="echo",
+        title="Echo",
+        description="Echo text.",
+        params_model=Params,
+        result_model=Params,
+        run=run,
+    )
+)
+
+
+class MemorySink:
+    description = "memory"
+
+    def __init__(self, fail: int | None = None) -> None:
+        self.lines: list[bytes] = []
+        self.fail = fail
+        self.closed = False
+
+    def write(self, record: bytes) -> None:
+        if self.fail is not None:
+            raise OSError(self.fail, "fails")
+        self.lines.append(record)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def call(request_id: int = 1, **arguments: Any) -> StartCall:
+    return StartCall(request_id, TOOL, arguments or {"text": "hi"}, ClientInfo.of("c", "1"))
+
+
+def records(sink: MemorySink) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in sink.lines]
+
+
+class FakeClocks:
+    def __init__(self) -> None:
+        self.monotonic = 100.0
+        self.wall_ns = 1_700_000_000_000_000_000
+
+    def trail(self, sink: MemorySink, **options: Any) -> AuditTrail:
+        return AuditTrail(
+            sink, wall_clock_ns=lambda: self.wall_ns, clock=lambda: self.monotonic, **options
+        )
+
+
+def test_each_call_gets_one_record_with_its_start_time_and_duration() -> None:
+    sink, clocks = MemorySink(), FakeClocks()
+    trail = clocks.trail(sink)
+    started = trail.clock()
+    clocks.monotonic += 0.25
+    clocks.wall_ns += 250_000_000
+    assert trail.record(call(3), Succeeded(None, 12), started) is True
+    (line,) = records(sink)
+    assert line["request_id"] == 3
+    assert line["tool"] == "echo"
+    assert line["client"] == {"name": "c", "version": "1"}
+    assert line["time"] == "2023-11-14T22:13:20.000000Z"
+    assert line["duration_ms"] == 250.0
+    assert line["session"] == trail.session
+    assert len(trail.session) == 16
+    assert "arguments" not in line
+
+
+def test_a_call_cancelled_before_it_ran_lasted_no_time() -> None:
+    sink, clocks = MemorySink(), FakeClocks()
+    assert clocks.trail(sink).record(call(), CANCELLED, None) is True
+    assert records(sink)[0]["duration_ms"] == 0.0
+    assert records(sink)[0]["outcome"] == "cancelled"
+
+
+def test_full_mode_copies_the_arguments() -> None:
+    sink = MemorySink()
+    AuditTrail(sink, arguments="full").record(call(text="SELECT 1"), CANCELLED, None)
+    assert records(sink)[0]["arguments"] == {"text": "SELECT 1"}
+
+
+def test_sessions_have_their_own_ids() -> None:
+    assert AuditTrail(MemorySink()).session != AuditTrail(MemorySink()).session
+
+
+def test_off_records_nothing_and_never_refuses() -> None:
+    trail = AuditTrail(None, required=True)
+    assert trail.sink is None
+    assert trail.record(call(), CANCELLED, trail.clock()) is True
+    trail.close()
+
+
+def test_a_failed_write_is_reported_once_and_the_call_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = MemorySink(fail=errno.ENOSPC)
+    trail = AuditTrail(sink)
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        assert trail.record(call(1), Refused(MCPErrorCode.ACCESS_DENIED), None) is True
+        assert trail.record(call(2), CANCELLED, None) is True
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "could not be written to memory (ENOSPC)" in message
+    assert "further failures are not reported" in message
+
+
+def test_a_required_trail_refuses_calls_it_cannot_record(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = MemorySink(fail=errno.EIO)
+    trail = AuditTrail(sink, required=True)
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        assert trail.record(call(1), Succeeded(1, 2), None) is False
+        assert trail.record(call(2), Succeeded(1, 2), None) is False
+        sink.fail = None
+        assert trail.record(call(3), Succeeded(1, 2), None) is True
+    assert [r["request_id"] for r in records(sink)] == [3]
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "(EIO)" in message
+    assert "refused (MCP_AUDIT_REQUIRED)" in message
+    assert trail.refusal is AUDIT_REFUSAL
+
+
+def test_an_unknown_errno_is_still_reported(caplog: pytest.LogCaptureFixture) -> None:
+    trail = AuditTrail(MemorySink(fail=0))
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        trail.record(call(), CANCELLED, None)
+    assert "(error)" in caplog.text
+
+
+def test_the_refusal_is_a_retryable_internal_error() -> None:
+    assert AUDIT_REFUSAL.code is MCPErrorCode.INTERNAL_ERROR
+    assert AUDIT_REFUSAL.metadata == {"retryable": True, "audit": "unavailable"}
+    assert "withheld" in AUDIT_REFUSAL.detail
+
+
+def test_close_closes_the_sink() -> None:
+    sink = MemorySink()
+    AuditTrail(sink).close()
+    assert sink.closed
