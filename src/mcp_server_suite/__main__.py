@@ -15,7 +15,7 @@ from typing import Final
 
 from mcp_server_suite import __version__
 from mcp_server_suite.audit.sinks import AuditSink, open_sink
-from mcp_server_suite.cli import describe_configuration, parse_arguments
+from mcp_server_suite.cli import check_operations, describe_configuration, parse_arguments
 from mcp_server_suite.config import ConfigError, Settings, unknown_variables
 from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.registry import ToolRegistry
@@ -58,11 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in unknown_variables(os.environ):
         logger.warning("ignoring unknown configuration variable %s", name)
     if options.check_config:
-        print(describe_configuration(settings, registry))
+        operations = _check_operations(settings, audit_sink)
+        if operations is not None:
+            print(describe_configuration(settings, registry))
+            print(operations)
         registry.release_unloaded()
-        if audit_sink is not None:
-            audit_sink.close()
-        return 0
+        return EXIT_CONFIG if operations is None else 0
     in_fd, out_fd = claim_stdio()
     dispatcher = Dispatcher(registry, server_version=__version__)
     framer = LineFramer()
@@ -137,6 +138,19 @@ def _run_session(
             await registry.aclose()
 
     asyncio.run(session())
+
+
+def _check_operations(settings: Settings, audit_sink: AuditSink | None) -> str | None:
+    # The operator checks of --check-config beyond the tools (they may load psycopg, which the
+    # server itself never does before the first SQL call); None after reporting a failure.
+    try:
+        return check_operations(settings, audit_sink, os.environ)
+    except ConfigError as exc:
+        print(f"mcp-server-suite: invalid configuration: {exc}", file=sys.stderr)
+        return None
+    finally:
+        if audit_sink is not None:
+            audit_sink.close()
 
 
 if __name__ == "__main__":

@@ -1,13 +1,22 @@
 """Command-line options, and the operator-facing summary of `--check-config`."""
 
 import argparse
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final
 
 from mcp_server_suite import SERVER_NAME, __version__
-from mcp_server_suite.config import Settings
+from mcp_server_suite.config import ConfigError, SecretStr, Settings
 from mcp_server_suite.core.registry import ToolRegistry
 
-__all__ = ["describe_configuration", "parse_arguments"]
+if TYPE_CHECKING:
+    from mcp_server_suite.audit.sinks import AuditSink
+
+__all__ = ["check_operations", "describe_configuration", "parse_arguments"]
+
+# libpq's own spellings (libpq-connect, "sslmode"); anything else fails only at connect time.
+_SSL_MODES: Final = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
+_MAX_PORT: Final = 65535
 
 _DESCRIPTION = """\
 A hardened Model Context Protocol server. It speaks JSON-RPC 2.0 over stdin and stdout,
@@ -55,3 +64,75 @@ def describe_configuration(settings: Settings, registry: ToolRegistry) -> str:
         f"{settings.tool_acquire_timeout_seconds:g} s slot wait"
     )
     return "\n".join(lines)
+
+
+def check_operations(
+    settings: Settings, audit_sink: "AuditSink | None", environ: Mapping[str, str]
+) -> str:
+    """Check what start-up does not, and describe the audit trail, for `--check-config`.
+
+    Start-up stays fast and loads nothing it does not need; an operator checking a
+    configuration wants more: the disk `system_metrics` reports must exist, and the DSN must
+    be one libpq can parse, with a port and an `sslmode` it accepts (libpq itself would say so
+    only at the first query).
+
+    Args:
+        settings: The validated configuration.
+        audit_sink: The opened audit destination, or None when the trail is off.
+        environ: The environment, to name the variable the DSN came from.
+
+    Returns:
+        Summary lines to print after the tools.
+
+    Raises:
+        ConfigError: The disk path does not exist, or the DSN is malformed; a DSN is never
+            shown, nor libpq's message about it, which repeats it.
+    """
+    if settings.metrics_enabled and not os.path.exists(settings.metrics_disk_path):
+        raise ConfigError(
+            "MCP_METRICS_DISK_PATH", "an existing path", str(settings.metrics_disk_path)
+        )
+    if settings.sql_dsn is not None:
+        variable = "MCP_SQL_DSN_FILE" if "MCP_SQL_DSN_FILE" in environ else "MCP_SQL_DSN"
+        _check_dsn(variable, settings.sql_dsn)
+    if audit_sink is None:
+        trail = "off (MCP_AUDIT_LOG=off)"
+    else:
+        arguments = "in full" if settings.audit_arguments == "full" else "as a SHA-256 digest"
+        failure = (
+            "a call that cannot be recorded is refused"
+            if settings.audit_required
+            else "a failed write is reported and the call goes on"
+        )
+        trail = (
+            f"{audit_sink.description}, one line per tools/call, arguments {arguments}; {failure}"
+        )
+    return f"  audit trail: {trail}"
+
+
+def _check_dsn(variable: str, dsn: SecretStr) -> None:
+    accepts = "a connection URI that libpq can parse"
+    try:
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415  # Only for the check.
+    except ImportError:
+        raise ConfigError(
+            variable, "psycopg with libpq to check it (install the binary extra)"
+        ) from None
+    try:
+        options = conninfo_to_dict(dsn.get_secret_value())
+    except Exception:  # noqa: BLE001  # psycopg's error repeats the DSN: only the fact counts.
+        raise ConfigError(
+            variable, accepts + " (check percent-encoding, brackets and parameter names)"
+        ) from None
+    ports = str(options.get("port", "")).split(",")
+    if not all(port == "" or _valid_port(port) for port in ports):
+        raise ConfigError(variable, accepts + ", with ports from 1 to 65535")
+    sslmode = options.get("sslmode")
+    if sslmode is not None and sslmode not in _SSL_MODES:
+        raise ConfigError(
+            variable, accepts + ", with sslmode one of " + ", ".join(sorted(_SSL_MODES))
+        )
+
+
+def _valid_port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_PORT
