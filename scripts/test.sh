@@ -1,16 +1,58 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from a fresh clone: the locked environment, the MCP Inspector
 # used as a second real client, then pytest with the coverage floor. Arguments go to pytest.
-# PostgreSQL server binaries must be installed (Debian: `apt-get install postgresql`); the
-# suite starts its own throwaway server on a Unix socket.
+# The suite starts its own throwaway PostgreSQL on a Unix socket from the server binaries
+# (Debian: `apt-get install postgresql postgresql-contrib`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v uv >/dev/null 2>&1; then
-  python3 -m pip install --quiet --user uv
-  PATH="$(python3 -m site --user-base)/bin:$PATH"
-fi
+# --- Prerequisites -----------------------------------------------------------------------
+# Each is found wherever it is installed, whatever PATH the caller has; when one is missing
+# the script stops here with one line saying what it is and how to get it, instead of
+# letting every test that needs it fail on its own.
+missing() {
+  echo "scripts/test.sh: $*" >&2
+  exit 1
+}
+
+source scripts/_uv.sh
+ensure_uv
 export UV_PROJECT_ENVIRONMENT="${UV_PROJECT_ENVIRONMENT:-.cache/venv}"
 uv sync --locked --quiet --extra binary
+
+# The PostgreSQL programs, looked for exactly as the suite's fixture looks for them.
+if ! pg_problem=$("$UV_PROJECT_ENVIRONMENT/bin/python" -c '
+from tests.support.postgres import find_postgres_bindir
+try:
+    find_postgres_bindir()
+except RuntimeError as exc:
+    raise SystemExit(str(exc).partition(". Searched")[0]) from None
+' 2>&1); then
+  missing "$pg_problem"
+fi
+
+# PostgreSQL refuses to run as root, so as root the suite starts it as the postgres user
+# through runuser, which Debian keeps in /usr/sbin: not on every user's PATH.
+if [[ $(id -u) == 0 ]]; then
+  if ! command -v runuser >/dev/null 2>&1; then
+    for sbin in /usr/sbin /sbin; do
+      if [[ -x $sbin/runuser ]]; then
+        PATH="$PATH:$sbin"
+        break
+      fi
+    done
+    command -v runuser >/dev/null 2>&1 ||
+      missing "runuser is missing (Debian: apt-get install util-linux); as root, the suite starts PostgreSQL as the postgres user with it"
+  fi
+  id -u postgres >/dev/null 2>&1 ||
+    missing "there is no postgres user to start PostgreSQL as (Debian's postgresql package creates it), or run the suite as a user other than root"
+fi
+
+# The README's socket-activation client configuration is launched as pasted, through socat.
+command -v socat >/dev/null 2>&1 ||
+  missing "socat is missing (Debian: apt-get install socat); the client configuration tests connect through it"
+export PATH
+# --- End of prerequisites ----------------------------------------------------------------
+
 scripts/install-inspector.sh
 exec uv run --locked --no-sync pytest "$@"
