@@ -18,5 +18,7 @@ ensure_uv() {
     python3 scripts/bootstrap-uv.py "$bootstrap" || exit 1
   fi
   PATH="$bootstrap:$PATH"
-  export PATH
+  # The fetched uv trusts the system's certificate store, as the Python download that fetched
+  # it did, so a network whose TLS proxy is trusted system-wide works for both.
+  export PATH UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-true}"
 }
