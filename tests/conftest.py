@@ -27,7 +27,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-pytest_plugins: list[str] = ["tests.support.postgres"]
+pytest_plugins: list[str] = ["tests.support.postgres", "tests.support.client_examples"]
 
 
 @pytest.fixture(autouse=True)
