@@ -20,7 +20,10 @@ Figures, per server:
 - `tools/call` per second with 1 and with 16 requests in flight (`system_metrics` with a
   1 ms CPU sample, so the calls measure the server rather than the sampling);
 - each throughput figure is the median over rounds repeated for at least `--seconds`;
-- peak RSS: the child's `VmHWM` from /proc, read after the workload and before it exits.
+- peak RSS: the child's `VmHWM` from /proc, read after the workload and before it exits;
+- the audit trail's cost: `tools/call` per second of this server with `MCP_AUDIT_LOG=off`
+  against the trail on stderr (the default, which the main table measures too), in a file,
+  and in a file with the arguments in full, in interleaved rounds of one run.
 
 Bytecode: a real install (pip, the Nix build) ships compiled `.pyc` files; a development
 checkout with `PYTHONDONTWRITEBYTECODE=1` has none, which inflates start-up time and memory
@@ -30,6 +33,7 @@ servers with `PYTHONDONTWRITEBYTECODE` unset.
 
 Usage:
     python benchmarks/bench_core.py [--runs N] [--seconds S] [--no-compile]
+                                    [--audit-rounds N] [--audit-only]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -75,6 +80,8 @@ COLD_START_AIM_VS_ECHO: Final = 2.0
 COLD_START_MIN_VS_SDK: Final = 5.0
 PIPELINED_PING_MIN_VS_ECHO: Final = 0.5
 PEAK_RSS_MAX_MIB: Final = 40.0
+# The audit issue's target: recording every call costs under 5% of call throughput.
+AUDIT_MAX_COST: Final = 0.05
 
 OURS: Final = "mcp-server-suite"
 SDK: Final = "SDK MCPServer"
@@ -87,6 +94,7 @@ class ServerSpec:
 
     name: str
     command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -147,7 +155,8 @@ class Child(NDJSONClient):
     """A server process driven over its pipes, with the timings and /proc readings here."""
 
     def __init__(self, spec: ServerSpec) -> None:
-        super().__init__(spec.command, child_environment(), "bench-core", PROTOCOL_VERSION)
+        env = {**child_environment(), **spec.env}
+        super().__init__(spec.command, env, "bench-core", PROTOCOL_VERSION)
         self.name = spec.name
 
     def receive(self) -> dict[str, Any]:
@@ -377,6 +386,116 @@ def format_targets(figures: Mapping[str, Figures]) -> tuple[str, bool]:
     return "\n".join(lines), all(met for _, _, met in checks)
 
 
+def audited_calls(child: Child, count: int, depth: int) -> tuple[float, float]:
+    """Calls per second (median of `MIN_ROUNDS` rounds of `count`) and the server's CPU
+    microseconds per call over all of them.
+
+    CPU time per call is the steadier figure on a busy machine: other processes stretch the
+    wall clock of a round, not the CPU the server spends on it.
+    """
+    cpu_before = child.cpu_seconds()
+    per_second = calls_in_flight(child, count, depth)
+    cpu_us = (child.cpu_seconds() - cpu_before) / (MIN_ROUNDS * count) * 1e6
+    return per_second, cpu_us
+
+
+def record_cost_us(log: Path, full: bool) -> float:
+    """CPU microseconds to build and append one record of a typical call, in this process."""
+    from mcp_server_suite.audit.record import Succeeded
+    from mcp_server_suite.audit.sinks import FileSink
+    from mcp_server_suite.audit.trail import AuditTrail
+    from mcp_server_suite.core.registry import RegisteredTool
+    from mcp_server_suite.core.server import ClientInfo, StartCall
+    from mcp_server_suite.tools.catalog import load_catalog
+
+    # Never loaded: a record needs only the tool's name.
+    tool = RegisteredTool(load_catalog()["read_only_sql"], lambda: None)  # type: ignore[arg-type,return-value]  # see above
+    call = StartCall(
+        7,
+        tool,
+        {
+            "query": "SELECT id, name, created_at FROM users WHERE active ORDER BY id",
+            "max_rows": 20,
+        },
+        ClientInfo.of("claude-code", "2.1.0"),
+    )
+    trail = AuditTrail(FileSink(log), arguments="full" if full else "digest")
+    outcome = Succeeded(rows=20, returned_bytes=2048)
+    count = 20_000
+    # CPU time of this process: other processes on the machine do not stretch it.
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for _ in range(count):
+        trail.record(call, outcome, started)
+    spent = time.process_time() - cpu_started
+    trail.close()
+    return spent / count * 1e6
+
+
+def measure_audit(command: tuple[str, ...], rounds: int) -> str:
+    """The audit trail's cost: call throughput and server CPU per call, trail off and on,
+    in interleaved rounds; and the in-process cost of one record.
+
+    Returns:
+        The table and the target line.
+    """
+    depths = (1, IN_FLIGHT)
+    counts = {1: 300, IN_FLIGHT: 1000}
+    with tempfile.TemporaryDirectory(prefix="bench-audit-") as scratch:
+        log = str(Path(scratch) / "audit.jsonl")
+        variants = [
+            ("off", {"MCP_AUDIT_LOG": "off"}),
+            ("stderr (default)", {}),
+            ("file", {"MCP_AUDIT_LOG": log}),
+            ("file, full arguments", {"MCP_AUDIT_LOG": log, "MCP_AUDIT_ARGUMENTS": "full"}),
+        ]
+        rates: dict[str, dict[int, list[float]]] = {n: {d: [] for d in depths} for n, _ in variants}
+        cpu: dict[str, list[float]] = {name: [] for name, _ in variants}
+        for _ in range(rounds):
+            for name, env in variants:  # in turns, so that noise is shared
+                child = Child(ServerSpec(name, command, env))
+                try:
+                    child.time_handshake()
+                    calls_in_flight(child, 4 * IN_FLIGHT, IN_FLIGHT)  # warm-up
+                    for depth in depths:
+                        per_second, cpu_us = audited_calls(child, counts[depth], depth)
+                        rates[name][depth].append(per_second)
+                        if depth == IN_FLIGHT:
+                            cpu[name].append(cpu_us)
+                finally:
+                    child.close()
+        in_process = {
+            full: record_cost_us(Path(scratch) / f"micro-{full}.jsonl", full)
+            for full in (False, True)
+        }
+    median_cpu = {name: statistics.median(values) for name, values in cpu.items()}
+    lines = [
+        f"audit trail, {OURS} (medians of {rounds} interleaved rounds; CPU is the server's):",
+        f"  {'MCP_AUDIT_LOG':<22} {'calls/s, 1':>11} {f'calls/s, {IN_FLIGHT}':>12} "
+        f"{f'CPU us/call, {IN_FLIGHT}':>17} {'CPU vs off':>11}",
+    ]
+    for name, _ in variants:
+        cost = median_cpu[name] / median_cpu["off"] - 1
+        lines.append(
+            f"  {name:<22} {statistics.median(rates[name][1]):>11,.0f} "
+            f"{statistics.median(rates[name][IN_FLIGHT]):>12,.0f} "
+            f"{median_cpu[name]:>17,.0f} {'' if name == 'off' else f'{cost:+.1%}':>11}"
+        )
+    # The end-to-end differences are within the noise of a busy machine; the CPU one record
+    # costs, measured alone, against the CPU of a whole call is the steady figure.
+    share = {full: cost_us / median_cpu["off"] for full, cost_us in in_process.items()}
+    lines.append(
+        f"  one record built and appended, CPU in-process: {in_process[False]:.1f} us "
+        f"({share[False]:.1%} of a call), {in_process[True]:.1f} us with the arguments in full "
+        f"({share[True]:.1%})"
+    )
+    met = max(share.values()) < AUDIT_MAX_COST
+    lines.append(
+        f"  target: a record costs < {AUDIT_MAX_COST:.0%} of the server's CPU per call "
+        f"(what bounds call throughput): {'met' if met else 'MISSED'}"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print the table; the status is 1 when a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -385,6 +504,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seconds", type=float, default=1.0, help="least time spent on each throughput figure"
     )
     parser.add_argument("--no-compile", action="store_true", help="skip compiling bytecode first")
+    parser.add_argument(
+        "--audit-rounds", type=int, default=3, help="interleaved rounds of the audit comparison"
+    )
+    parser.add_argument(
+        "--audit-only", action="store_true", help="measure only the audit trail's cost"
+    )
     options = parser.parse_args(argv)
 
     python = sys.executable
@@ -409,6 +534,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"tools/call: system_metrics with a {CPU_SAMPLE_SECONDS} s CPU sample in every server")
     print()
 
+    audit = measure_audit(specs[0].command, options.audit_rounds)
+    if options.audit_only:
+        print(audit)
+        return 0 if audit.endswith(" met") else 1
+
     figures = measure_cold_starts(specs, options.runs)
     for spec in specs:
         measure_warm(spec, figures[spec.name], options.seconds)
@@ -417,7 +547,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     summary, all_met = format_targets(figures)
     print(summary)
-    return 0 if all_met else 1
+    print()
+    print(audit)
+    return 0 if all_met and audit.endswith(" met") else 1
 
 
 if __name__ == "__main__":
