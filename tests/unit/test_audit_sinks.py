@@ -140,6 +140,7 @@ def test_stderr_sink_writes_to_descriptor_2(capfd: pytest.CaptureFixture[str]) -
 
 
 def test_a_required_trail_needs_an_open_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(open_sink("stderr", required=True), StderrSink)
     closed = os.open(os.devnull, os.O_RDONLY)
     os.close(closed)
     monkeypatch.setattr(sinks, "_STDERR_FD", closed)
@@ -238,3 +239,12 @@ def test_journal_sink_closes_its_socket_when_it_cannot_connect(tmp_path: Path) -
     with pytest.raises(FileNotFoundError):
         JournalSink(tmp_path / "missing.socket")
     assert set(os.listdir("/proc/self/fd")) <= before
+
+
+def test_an_error_without_errno_is_still_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable(path: Path) -> JournalSink:
+        raise OSError("no errno")
+
+    monkeypatch.setattr(sinks, "JournalSink", unreachable)
+    with pytest.raises(ConfigError, match=r"\(error\)"):
+        open_sink("journal")
