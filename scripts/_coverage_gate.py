@@ -4,7 +4,8 @@ Called by `scripts/coverage-gate.sh` after pytest has written its coverage data.
 
 Gated modules, inside the `mcp_server_suite` package: `tools/sql.py` and the modules it is
 split into (`tools/sql_*.py`, `tools/_sql*.py`), `tools/fs.py` and its helpers (`tools/fs_*.py`,
-`tools/_fs*.py`), and every module of `guardrails/`. Each of `tools/sql.py`, `tools/fs.py` and
+`tools/_fs*.py`), every module of `guardrails/`, and every module of `audit/` (the trail that
+answers the threat model's Repudiation row). Each of `tools/sql.py`, `tools/fs.py` and
 `guardrails/` must be present in the data: a gate that matches nothing proves nothing.
 
 Every gated file with a missing line or branch is printed with its missing lines and its
@@ -36,6 +37,7 @@ GATED: Final = (
     "tools/fs_*.py",
     "tools/_fs*.py",
     "guardrails/*.py",
+    "audit/*.py",
 )
 REQUIRED: Final = ("tools/sql.py", "tools/fs.py", "guardrails/*.py")
 
