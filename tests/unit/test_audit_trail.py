@@ -160,3 +160,19 @@ def test_close_closes_the_sink() -> None:
     sink = MemorySink()
     AuditTrail(sink).close()
     assert sink.closed
+
+
+def test_a_record_that_cannot_be_built_is_a_failed_write(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**members: Any) -> bytes:
+        raise TypeError("not JSON data: set")
+
+    monkeypatch.setattr("mcp_server_suite.audit.trail.build_record", broken)
+    sink = MemorySink()
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        assert AuditTrail(sink).record(call(), CANCELLED, None) is True
+        assert AuditTrail(sink, required=True).record(call(), CANCELLED, None) is False
+    assert sink.lines == []
+    assert "a record could not be built" in caplog.text
+    assert "(a bug in the record builder)" in caplog.text

@@ -5,8 +5,9 @@ Rules:
 1. One record per `tools/call` the session started, whatever its end: ok, a problem code,
    `timeout`, `cancelled` or `crash`. The session calls `record` exactly once per call,
    after the call's reply is decided and before it is written.
-2. A record that cannot be written never stops a call: the failure is reported once on
-   stderr and the call's reply goes out as decided. With `required`, `record` returns False
+2. A record that cannot be written (or built: a bug must not end a session either) never
+   stops a call: the failure is reported once on stderr and the call's reply goes out as
+   decided. With `required`, `record` returns False
    instead, and the session sends `AUDIT_REFUSAL` in place of the reply, so no result ever
    leaves the server unrecorded.
 3. The trail holds no secret: it sees calls and outcomes, never the settings.
@@ -99,21 +100,25 @@ class AuditTrail:
         if self._sink is None:
             return True
         duration = 0.0 if started is None else max(0.0, self.clock() - started)
-        line = build_record(
-            session=self.session,
-            started_ns=self._wall_clock_ns() - int(duration * 1e9),
-            duration_s=duration,
-            request_id=call.request_id,
-            client=call.client,
-            tool=call.tool.description.name,
-            arguments=call.arguments,
-            arguments_mode=self._arguments,
-            outcome=outcome,
-        )
         try:
+            line = build_record(
+                session=self.session,
+                started_ns=self._wall_clock_ns() - int(duration * 1e9),
+                duration_s=duration,
+                request_id=call.request_id,
+                client=call.client,
+                tool=call.tool.description.name,
+                arguments=call.arguments,
+                arguments_mode=self._arguments,
+                outcome=outcome,
+            )
             self._sink.write(line)
         except OSError as exc:
-            self._report(self._sink, exc)
+            self._report(self._sink, errno.errorcode.get(exc.errno or 0, "error"))
+            return not self._required
+        except Exception:  # A bug here must not end the session (rule 2).
+            logger.exception("audit trail: a record could not be built")
+            self._report(self._sink, "a bug in the record builder")
             return not self._required
         return True
 
@@ -122,11 +127,10 @@ class AuditTrail:
         if self._sink is not None:
             self._sink.close()
 
-    def _report(self, sink: AuditSink, exc: OSError) -> None:
+    def _report(self, sink: AuditSink, reason: str) -> None:
         if self._reported:
             return
         self._reported = True
-        reason = errno.errorcode.get(exc.errno or 0, "error")
         logger.error(
             "audit trail: a record could not be written to %s (%s); %s",
             sink.description,
