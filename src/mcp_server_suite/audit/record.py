@@ -77,7 +77,9 @@ class Succeeded:
     def of(cls, structured: Mapping[str, Any], text: str) -> Succeeded:
         """Measure a result from its JSON data and its JSON text."""
         rows = structured.get("row_count")
-        return cls(rows if type(rows) is int else None, len(text.encode("utf-8")))
+        # isascii is a flag check in CPython: a megabyte of ASCII text is not encoded to count.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        return cls(rows if type(rows) is int else None, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +136,14 @@ def build_record(
         One line of ASCII JSON, newline included.
     """
     canonical = canonical_json(arguments)
-    request = str(request_id) if type(request_id) is int else _ascii_json(request_id)
+    request = _ascii_string(request_id) if isinstance(request_id, str) else str(request_id)
     # Every value is JSON text already: what the client wrote goes through the C encoder
     # (ASCII-only, rule 3), the rest is written by the server itself. One f-string for the
     # members every record has keeps a record a few microseconds (benchmarks/bench_core.py).
     parts = [
         f'{{"audit":"tools/call","time":"{_utc_timestamp(started_ns)}",'
-        f'"session":{_ascii_json(session)},"request_id":{request},"client":{_client(client)},'
-        f'"tool":{_ascii_json(tool)},"arguments_sha256":"{hashlib.sha256(canonical).hexdigest()}",'
+        f'"session":{_ascii_string(session)},"request_id":{request},"client":{_client(client)},'
+        f'"tool":{_ascii_string(tool)},"arguments_sha256":"{hashlib.sha256(canonical).hexdigest()}",'
         f'"arguments_bytes":{len(canonical)}'
     ]
     if arguments_mode == "full" and len(canonical) <= MAX_RECORDED_ARGUMENTS_BYTES:
@@ -156,10 +158,12 @@ def build_record(
     return "".join(parts).encode("ascii")
 
 
+@functools.lru_cache(maxsize=16)
 def _client(client: ClientInfo | None) -> str:
+    # A session's client says the same thing on every call: it is encoded once.
     if client is None:
         return "null"
-    return f'{{"name":{_ascii_json(client.name)},"version":{_ascii_json(client.version)}}}'
+    return f'{{"name":{_ascii_string(client.name)},"version":{_ascii_string(client.version)}}}'
 
 
 def _outcome_members(outcome: Outcome) -> str:
@@ -170,7 +174,7 @@ def _outcome_members(outcome: Outcome) -> str:
             return ',"outcome":"timeout"'
         return f',"outcome":"{outcome.code.value}"'
     if isinstance(outcome, Crashed):
-        return f',"outcome":"crash","correlation_id":{_ascii_json(outcome.correlation_id)}'
+        return f',"outcome":"crash","correlation_id":{_ascii_string(outcome.correlation_id)}'
     return ',"outcome":"cancelled"'
 
 
@@ -216,12 +220,14 @@ def _append_canonical(value: Any, parts: list[str]) -> None:
         parts.append(_encode_string(value))
     elif isinstance(value, dict):
         parts.append("{")
-        for index, key in enumerate(sorted(value, key=_utf16_order)):
-            if index:
-                parts.append(",")
-            parts.append(_encode_string(key))
-            parts.append(":")
-            _append_canonical(value[key], parts)
+        for index, key in enumerate(_sorted_names(value)):
+            item = value[key]
+            parts.append(("," if index else "") + _encode_string(key) + ":")
+            # Strings are most members of every tool's arguments: written here, not recursed.
+            if type(item) is str:
+                parts.append(_encode_string(item))
+            else:
+                _append_canonical(item, parts)
         parts.append("}")
     elif isinstance(value, list):
         parts.append("[")
@@ -249,9 +255,16 @@ def _scalar(value: Any) -> str:
     raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
-def _utf16_order(key: Any) -> bytes:
-    if not isinstance(key, str):
-        raise TypeError(f"not a JSON member name: {type(key).__name__}")
+def _sorted_names(document: dict[Any, Any]) -> list[str]:
+    try:
+        # ASCII names (every tool's) sort the same by code point and by UTF-16 code unit.
+        ascii_only = "".join(document).isascii()
+    except TypeError:
+        raise TypeError("not a JSON member name: a member name is not a str") from None
+    return sorted(document) if ascii_only else sorted(document, key=_utf16_order)
+
+
+def _utf16_order(key: str) -> bytes:
     # Big-endian UTF-16 bytes compare in the order of their code units, as JCS sorts.
     return key.encode("utf-16-be", "surrogatepass")
 
@@ -299,6 +312,8 @@ def _shortest_digits(value: float) -> tuple[str, int]:
 _ascii_json: Final = json.JSONEncoder(
     ensure_ascii=True, allow_nan=False, separators=(",", ":")
 ).encode
-# For a str, JSONEncoder.encode is the C string encoder: JCS's escapes exactly (the two-letter
+# The C function that encoder calls for a str, without the method call around it.
+_ascii_string: Final = json.encoder.encode_basestring_ascii
+# The C string encoder of JSONEncoder(ensure_ascii=False): JCS's escapes exactly (the two-letter
 # forms for \b \t \n \f \r, lower-case \u00XX for other controls, nothing else escaped).
-_encode_string: Final = json.JSONEncoder(ensure_ascii=False).encode
+_encode_string: Final = json.encoder.encode_basestring
