@@ -17,10 +17,17 @@ from typing import Any
 
 import pytest
 
-from tests.support.harness import REPO_ROOT, ServerProcess, running_server
+from tests.support.harness import ServerProcess, running_server
 from tests.support.postgres import PASSWORD_ROLE, PASSWORD_ROLE_SECRET, PostgresServer
 
-DATA = str(REPO_ROOT / "examples" / "data")
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A sandbox holding hello.txt (the package's own tests carry no examples/ directory)."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "hello.txt").write_text("Hello from the audit tests.\n", encoding="utf-8")
+    return str(root)
+
 
 # Larger than any coverage data file the server writes at exit: only the audit log, grown to
 # this size beforehand, is pushed past the limit.
@@ -74,11 +81,11 @@ def by_id(records: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
 
 
 @pytest.mark.e2e
-def test_every_outcome_is_recorded_once(tmp_path: Path) -> None:
+def test_every_outcome_is_recorded_once(tmp_path: Path, data: str) -> None:
     log = tmp_path / "audit.jsonl"
     env = {
         "MCP_AUDIT_LOG": str(log),
-        "MCP_SAFE_DATA_DIR": DATA,
+        "MCP_SAFE_DATA_DIR": data,
         # A metrics call samples the CPU for 2 s, so it can be timed out and cancelled.
         "MCP_METRICS_CPU_SAMPLE_SECONDS": "2",
         "MCP_TOOL_TIMEOUT_SECONDS": "1",
@@ -139,8 +146,8 @@ def test_two_sessions_share_one_log_without_mixing_lines(tmp_path: Path) -> None
 
 
 @pytest.mark.e2e
-def test_stderr_is_the_default_destination() -> None:
-    with running_server({"MCP_SAFE_DATA_DIR": DATA}) as server:
+def test_stderr_is_the_default_destination(data: str) -> None:
+    with running_server({"MCP_SAFE_DATA_DIR": data}) as server:
         server.initialize()
         server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})
         finish(server)
@@ -150,8 +157,8 @@ def test_stderr_is_the_default_destination() -> None:
 
 
 @pytest.mark.e2e
-def test_off_records_nothing(tmp_path: Path) -> None:
-    with running_server({"MCP_SAFE_DATA_DIR": DATA, "MCP_AUDIT_LOG": "off"}) as server:
+def test_off_records_nothing(data: str) -> None:
+    with running_server({"MCP_SAFE_DATA_DIR": data, "MCP_AUDIT_LOG": "off"}) as server:
         server.initialize()
         server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})
         finish(server)
@@ -173,9 +180,9 @@ def full_log(tmp_path: Path) -> Path:
 
 
 @pytest.mark.e2e
-def test_a_failed_write_is_reported_once_and_calls_go_on(tmp_path: Path) -> None:
+def test_a_failed_write_is_reported_once_and_calls_go_on(tmp_path: Path, data: str) -> None:
     log = full_log(tmp_path)
-    with running_server({"MCP_AUDIT_LOG": str(log), "MCP_SAFE_DATA_DIR": DATA}) as server:
+    with running_server({"MCP_AUDIT_LOG": str(log), "MCP_SAFE_DATA_DIR": data}) as server:
         server.initialize()
         limit_file_size(server.pid, _FILE_SIZE_LIMIT)
         for _ in range(3):
@@ -188,9 +195,9 @@ def test_a_failed_write_is_reported_once_and_calls_go_on(tmp_path: Path) -> None
 
 
 @pytest.mark.e2e
-def test_a_required_trail_withholds_results_it_cannot_record(tmp_path: Path) -> None:
+def test_a_required_trail_withholds_results_it_cannot_record(tmp_path: Path, data: str) -> None:
     log = full_log(tmp_path)
-    env = {"MCP_AUDIT_LOG": str(log), "MCP_AUDIT_REQUIRED": "true", "MCP_SAFE_DATA_DIR": DATA}
+    env = {"MCP_AUDIT_LOG": str(log), "MCP_AUDIT_REQUIRED": "true", "MCP_SAFE_DATA_DIR": data}
     with running_server(env) as server:
         server.initialize()
         assert server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})["result"]
