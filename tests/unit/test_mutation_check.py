@@ -234,3 +234,25 @@ def test_project_table_names_the_required_defences() -> None:
         "framing-no-ceiling",
         "sanitizer-skipped",
     }
+
+
+def test_every_mutation_of_the_project_table_still_applies() -> None:
+    # A refactor that moves a defence must move its search text too; the full check runs in
+    # CI, this keeps every test run from drifting in the meantime.
+    result = run(
+        [
+            sys.executable,
+            SCRIPTS_DIR / "_mutate.py",
+            "--root",
+            REPO_ROOT,
+            "--table",
+            SCRIPTS_DIR / "mutations.toml",
+            "--python",
+            sys.executable,
+            "--check",
+        ],
+        cwd=REPO_ROOT,
+        env={"PATH": os.environ["PATH"]},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "applicable audit-required-not-enforced" in result.stdout + result.stderr
