@@ -248,3 +248,32 @@ def test_an_error_without_errno_is_still_named(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(sinks, "JournalSink", unreachable)
     with pytest.raises(ConfigError, match=r"\(error\)"):
         open_sink("journal")
+
+
+def test_a_batch_is_one_write_to_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = FileSink(path)
+    real_write = os.write
+    writes: list[bytes] = []
+
+    def counted(fd: int, data: bytes) -> int:
+        writes.append(data)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counted)
+    sink.write_batch([RECORD, RECORD, RECORD])
+    monkeypatch.setattr(os, "write", real_write)
+    sink.close()
+    assert writes == [RECORD * 3]
+    assert path.read_bytes() == RECORD * 3
+
+
+def test_a_batch_is_one_datagram_per_record_to_the_journal(tmp_path: Path) -> None:
+    path = tmp_path / "journal.socket"
+    other = RECORD.replace(b"1", b"2")
+    with journal(path) as receiver:
+        sink = JournalSink(path)
+        sink.write_batch([RECORD, other])
+        assert receiver.recv(1 << 20) == journal_datagram(RECORD)
+        assert receiver.recv(1 << 20) == journal_datagram(other)
+        sink.close()

@@ -1,5 +1,6 @@
 """The audit trail of a session: one record per call, and what a failed write means."""
 
+import asyncio
 import errno
 import json
 import logging
@@ -8,7 +9,12 @@ from typing import Any
 import pytest
 
 from mcp_server_suite.audit.record import CANCELLED, Refused, Succeeded
-from mcp_server_suite.audit.trail import AUDIT_REFUSAL, AuditTrail
+from mcp_server_suite.audit.trail import (
+    AUDIT_REFUSAL,
+    BATCH_DELAY_S,
+    MAX_BATCH_RECORDS,
+    AuditTrail,
+)
 from mcp_server_suite.core.registry import RegisteredTool, ToolSpec
 from mcp_server_suite.core.server import ClientInfo, StartCall
 from mcp_server_suite.schemas.base import StrictModel
@@ -40,13 +46,18 @@ class MemorySink:
 
     def __init__(self, fail: int | None = None) -> None:
         self.lines: list[bytes] = []
+        self.batches: list[int] = []
         self.fail = fail
         self.closed = False
 
     def write(self, record: bytes) -> None:
+        self.write_batch([record])
+
+    def write_batch(self, records: list[bytes]) -> None:
         if self.fail is not None:
             raise OSError(self.fail, "fails")
-        self.lines.append(record)
+        self.batches.append(len(records))
+        self.lines.extend(records)
 
     def close(self) -> None:
         self.closed = True
@@ -176,3 +187,61 @@ def test_a_record_that_cannot_be_built_is_a_failed_write(
     assert sink.lines == []
     assert "a record could not be built" in caplog.text
     assert "(a bug in the record builder)" in caplog.text
+
+
+# --- batches, inside the event loop --------------------------------------------------------
+
+
+async def test_records_of_calls_ending_together_are_written_together() -> None:
+    sink = MemorySink()
+    trail = AuditTrail(sink)
+    for request_id in range(3):
+        assert trail.record(call(request_id), CANCELLED, None) is True
+    assert sink.lines == []  # taken down, not written yet
+    await asyncio.sleep(BATCH_DELAY_S * 4)
+    assert sink.batches == [3]
+    assert [r["request_id"] for r in records(sink)] == [0, 1, 2]
+    trail.record(call(3), CANCELLED, None)
+    await asyncio.sleep(BATCH_DELAY_S * 4)
+    assert sink.batches == [3, 1]
+
+
+async def test_a_full_batch_is_written_at_once() -> None:
+    sink = MemorySink()
+    trail = AuditTrail(sink)
+    for request_id in range(MAX_BATCH_RECORDS + 1):
+        trail.record(call(request_id), CANCELLED, None)
+    assert sink.batches == [MAX_BATCH_RECORDS]
+    trail.close()
+    assert sink.batches == [MAX_BATCH_RECORDS, 1]
+    assert sink.closed
+
+
+async def test_close_writes_what_waits_and_cancels_the_timer() -> None:
+    sink = MemorySink()
+    trail = AuditTrail(sink)
+    trail.record(call(1), CANCELLED, None)
+    trail.close()
+    assert sink.batches == [1]
+    await asyncio.sleep(BATCH_DELAY_S * 4)
+    assert sink.batches == [1]
+
+
+async def test_a_required_trail_writes_each_record_before_it_returns() -> None:
+    sink = MemorySink()
+    trail = AuditTrail(sink, required=True)
+    assert trail.record(call(1), CANCELLED, None) is True
+    assert sink.batches == [1]
+    sink.fail = errno.ENOSPC
+    assert trail.record(call(2), CANCELLED, None) is False
+
+
+async def test_a_failed_batch_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    sink = MemorySink(fail=errno.EIO)
+    trail = AuditTrail(sink)
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        trail.record(call(1), CANCELLED, None)
+        await asyncio.sleep(BATCH_DELAY_S * 4)
+        trail.record(call(2), CANCELLED, None)
+        trail.close()
+    assert caplog.text.count("could not be written to memory (EIO)") == 1

@@ -4,10 +4,11 @@ Rules:
 
 1. A sink is opened at start-up, before the server reads a byte, and a destination that
    cannot be opened is a configuration error (exit 78), like any invalid variable.
-2. One record is one write: one `write(2)` on a descriptor opened with `O_APPEND`, or one
-   datagram to the journal. Several servers (one per socket-activated connection) can share
-   one file, and their records never interleave. A short write is a failure, and the next
-   record starts on a new line so the torn one cannot swallow it.
+2. A batch of records is one write: one `write(2)` on a descriptor opened with `O_APPEND`
+   (one datagram per record to the journal, which takes one entry per datagram). Several
+   servers (one per socket-activated connection) can share one file, and their lines never
+   interleave. A short write is a failure, and the next write starts on a new line so the
+   torn one cannot swallow it.
 3. A sink never buffers or drops silently: `write` either hands the whole record to the
    kernel or raises `OSError`, and the trail decides what that means for the call. The one
    retry is the journal's: a journald that restarted has a new socket, reached again once.
@@ -83,6 +84,15 @@ class AuditSink(Protocol):
         """
         ...
 
+    def write_batch(self, records: list[bytes]) -> None:
+        """Hand several records to the kernel, each whole, in as few writes as the
+        destination allows.
+
+        Raises:
+            OSError: A record was not written, or not whole.
+        """
+        ...
+
     def close(self) -> None:
         """Release the destination; idempotent."""
         ...
@@ -104,6 +114,9 @@ class _DescriptorSink:
             self._torn = True
             raise OSError(errno.EIO, "short write")
         self._torn = False
+
+    def write_batch(self, records: list[bytes]) -> None:
+        self.write(b"".join(records))
 
     def close(self) -> None:
         if self._owned and self._fd >= 0:
@@ -174,6 +187,11 @@ class JournalSink:
         if self._socket is None:
             raise OSError(errno.EBADF, "the journal sink is closed")
         self._send(self._socket, journal_datagram(record))
+
+    def write_batch(self, records: list[bytes]) -> None:
+        # The journal makes one entry of each datagram.
+        for record in records:
+            self.write(record)
 
     def _send(self, sock: socket.socket, datagram: bytes) -> None:
         try:
