@@ -472,28 +472,31 @@ def measure_audit(python: str, rounds: int) -> str:
     lines = [
         f"audit trail, {OURS} (medians of {rounds} interleaved rounds; CPU is the server's):",
         f"  {'MCP_AUDIT_LOG':<22} {'calls/s':>15} {'CPU us/call':>13} "
-        f"{'trail us/call':>15} {'trail share':>13}",
-        f"  {'':<22} {f'1 / {IN_FLIGHT}':>15} {f'1 / {IN_FLIGHT}':>13} "
-        f"{f'1 / {IN_FLIGHT}':>15} {f'1 / {IN_FLIGHT}':>13}",
+        f"{'trail us/call':>15} {'of CPU':>13} {'of time':>13}",
+        f"  {'':<22} "
+        + " ".join(f"{f'1 / {IN_FLIGHT}':>{width}}" for width in (15, 13, 15, 13, 13)),
     ]
     worst = 0.0
     for name in names:
         inside = [max(0.0, median(trail, name, d) - median(trail, "off", d)) for d in depths]
-        share = [inside[i] / median(cpu, "off", d) for i, d in enumerate(depths)]
+        of_cpu = [inside[i] / median(cpu, "off", d) for i, d in enumerate(depths)]
+        # The trail's busy time per second of serving: the most it can take from throughput.
+        of_time = [inside[i] * median(rates, name, d) / 1e6 for i, d in enumerate(depths)]
         if name in ("stderr (default)", "file"):
-            worst = max(worst, *share)
+            worst = max(worst, *of_time)
         lines.append(
             f"  {name:<22} "
             f"{' / '.join(f'{median(rates, name, d):,.0f}' for d in depths):>15} "
             f"{' / '.join(f'{median(cpu, name, d):,.0f}' for d in depths):>13} "
             f"{' / '.join(f'{value:.1f}' for value in inside):>15} "
-            f"{' / '.join(f'{value:.1%}' for value in share):>13}"
+            f"{' / '.join(f'{value:.1%}' for value in of_cpu):>13} "
+            f"{' / '.join(f'{value:.1%}' for value in of_time):>13}"
         )
     met = worst < AUDIT_MAX_COST
     lines.append(
-        f"  target: with its arguments as a digest, the trail takes < {AUDIT_MAX_COST:.0%} of a "
-        f"call's CPU (trail CPU inside the server / CPU per call with it off): "
-        f"worst {worst:.1%}, {'met' if met else 'MISSED'}"
+        f"  target: with its arguments as a digest, the trail takes < {AUDIT_MAX_COST:.0%} of call "
+        f"throughput (its CPU per call times calls per second: the share of the server's time it "
+        f"is busy): worst {worst:.1%}, {'met' if met else 'MISSED'}"
     )
     return "\n".join(lines)
 
