@@ -14,6 +14,11 @@ missing() {
   echo "scripts/test.sh: $*" >&2
   exit 1
 }
+# An executable regular file on PATH (command -v alone also reports files that cannot run).
+have() {
+  local found
+  found=$(command -v "$1") && [[ -f $found && -x $found ]]
+}
 
 source scripts/_uv.sh
 ensure_uv
@@ -34,14 +39,14 @@ fi
 # PostgreSQL refuses to run as root, so as root the suite starts it as the postgres user
 # through runuser, which Debian keeps in /usr/sbin: not on every user's PATH.
 if [[ $(id -u) == 0 ]]; then
-  if ! command -v runuser >/dev/null 2>&1; then
+  if ! have runuser; then
     for sbin in /usr/sbin /sbin; do
-      if [[ -x $sbin/runuser ]]; then
+      if [[ -f $sbin/runuser && -x $sbin/runuser ]]; then
         PATH="$PATH:$sbin"
         break
       fi
     done
-    command -v runuser >/dev/null 2>&1 ||
+    have runuser ||
       missing "runuser is missing (Debian: apt-get install util-linux); as root, the suite starts PostgreSQL as the postgres user with it"
   fi
   id -u postgres >/dev/null 2>&1 ||
@@ -49,7 +54,7 @@ if [[ $(id -u) == 0 ]]; then
 fi
 
 # The README's socket-activation client configuration is launched as pasted, through socat.
-command -v socat >/dev/null 2>&1 ||
+have socat ||
   missing "socat is missing (Debian: apt-get install socat); the client configuration tests connect through it"
 export PATH
 # --- End of prerequisites ----------------------------------------------------------------
