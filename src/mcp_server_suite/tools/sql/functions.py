@@ -43,6 +43,7 @@ __all__ = [
     "BUILTIN_FUNCTIONS",
     "DENIED_FUNCTIONS",
     "DENIED_FUNCTION_PREFIXES",
+    "ESCAPING_FUNCTIONS",
     "FUNCTION_CLASSES",
     "HARMLESS_VOLATILE",
     "SYNTAX_FUNCTIONS",
@@ -610,6 +611,8 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "width",
         "width_bucket",
         "xid",
+        "xpath",
+        "xpath_exists",
     }
 )
 
@@ -704,7 +707,6 @@ DENIED_FUNCTION_PREFIXES: Final = MappingProxyType(
         "pg_stat_reset": "it resets server statistics",
         "pg_try_advisory": _LOCKS,
         "xml": _XML,
-        "xpath": _XML,
     }
 )
 
@@ -900,6 +902,28 @@ SYNTAX_FUNCTIONS: Final = frozenset(
         "RegexpLike",
         "SessionUser",
         "Xor",
+    }
+)
+
+
+# Built-ins executable by PUBLIC out of the box whose effects survive the read-only,
+# rolled-back transaction and the session reset (checked on PostgreSQL 15: each ran in
+# `BEGIN READ ONLY` as a least-privilege role). The policy refuses them by name; a view, a
+# row-level-security policy or a domain CHECK can still call them, so the role audit
+# (`role_audit.py`) refuses to serve while the role may execute one that a stored expression
+# calls. Large objects, sequences, NOTIFY and settings are absent: the read-only transaction
+# refuses them or the rollback undoes them.
+ESCAPING_FUNCTIONS: Final = MappingProxyType(
+    {
+        "pg_current_xact_id": _TAKES_XID,
+        "txid_current": _TAKES_XID,
+        "pg_logical_emit_message": _WAL,
+        "pg_terminate_backend": _SIGNALS,
+        "pg_cancel_backend": _SIGNALS,
+        "pg_advisory_lock": _LOCKS,
+        "pg_advisory_lock_shared": _LOCKS,
+        "pg_try_advisory_lock": _LOCKS,
+        "pg_try_advisory_lock_shared": _LOCKS,
     }
 )
 

@@ -1,0 +1,765 @@
+"""The first layer of `read_only_sql`: PostgreSQL's own parser, and allowlists over its tree.
+
+Rules:
+
+1. The caller's text is parsed by PostgreSQL's parser itself (libpg_query through pglast, the
+   PostgreSQL 18 grammar), so what the policy reads is what the server reads: there is no
+   second grammar whose idea of a token, a string or a comment could differ.
+2. Exactly one statement. It is a SELECT (with VALUES, TABLE and UNION, INTERSECT, EXCEPT
+   forms), or a plain EXPLAIN of one with the options `FORMAT TEXT | JSON`, `VERBOSE` and
+   `COSTS`; EXPLAIN ANALYZE and every other statement are refused.
+3. Every node of the tree is a node type in `ALLOWED_NODES` and holds only the fields listed
+   for it there. A node or field a later PostgreSQL adds (a new clause, a new option) is
+   refused until it is reviewed: the tree is checked against allowlists, never a denylist.
+4. Names. A function must be on the `FunctionPolicy` allowlist. Operators, types and
+   collations may be qualified with `pg_catalog` only, and `xml` is no type a query may name.
+   Relations may be qualified with `pg_catalog`, `information_schema` or a schema of
+   `MCP_SQL_SCHEMAS`; unqualified ones are collected, for `statement.py` to qualify from the
+   catalog (the session's `search_path` holds only trusted schemas, so an unqualified name
+   that nobody qualifies can find no table of a user).
+5. Every refusal is a `ToolFailure`: `MCP_QUERY_VIOLATION` for what the policy forbids,
+   `MCP_VALIDATION_ERROR` for text that does not parse or nests too deeply. A refusal quotes
+   the caller's own text, never the parser's internal names.
+6. This module never touches the database. It imports pglast, so the tool imports it on the
+   first call only.
+"""
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+from pglast import parser as _pg
+
+from mcp_server_suite.schemas.echo import quote
+from mcp_server_suite.schemas.errors import ToolFailure
+from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.tools.sql.functions import BUILTIN_FUNCTIONS, denial_reason
+
+__all__ = [
+    "ALLOWED_NODES",
+    "EXPLAIN_OPTIONS",
+    "LOCATION_KEYS",
+    "MAX_ROWS",
+    "TRUSTED_RELATION_SCHEMAS",
+    "CheckedTree",
+    "FunctionPolicy",
+    "ParsedStatement",
+    "RelationRef",
+    "check_untrusted_tree",
+    "parse_tree_json",
+    "parse_untrusted_sql",
+    "same_tree",
+]
+
+# The contract's row cap: `max_rows` is 1 to 50 and results carry at most 50 rows.
+MAX_ROWS: Final = 50
+
+# Echoed names and text are cut here: enough for any real identifier (PostgreSQL's own
+# limit is 63 bytes), short enough to keep a problem's detail to one line.
+_SHOWN_CHARS: Final = 64
+
+# Schemas that hold built-in relations only (initdb creates them, no role can add to them
+# without being a superuser): a relation qualified with one of them is always allowed.
+TRUSTED_RELATION_SCHEMAS: Final = frozenset({"pg_catalog", "information_schema"})
+
+# The operator kinds of an `A_Expr`: every kind PostgreSQL's grammar builds for a SELECT. Each
+# resolves its operator by name in the session's search_path, which holds trusted schemas only.
+_EXPRESSION_KINDS: Final = frozenset(
+    {
+        "AEXPR_OP",
+        "AEXPR_OP_ANY",
+        "AEXPR_OP_ALL",
+        "AEXPR_DISTINCT",
+        "AEXPR_NOT_DISTINCT",
+        "AEXPR_NULLIF",
+        "AEXPR_IN",
+        "AEXPR_LIKE",
+        "AEXPR_ILIKE",
+        "AEXPR_SIMILAR",
+        "AEXPR_BETWEEN",
+        "AEXPR_NOT_BETWEEN",
+        "AEXPR_BETWEEN_SYM",
+        "AEXPR_NOT_BETWEEN_SYM",
+    }
+)
+
+# The table-sampling methods of pg_catalog; an extension's method must be named in
+# MCP_SQL_ALLOWED_FUNCTIONS like any other function.
+_SAMPLING_METHODS: Final = frozenset({"system", "bernoulli"})
+
+# Every node type a query may contain, with the fields it may hold. Field names are those of
+# PostgreSQL's parse nodes (src/include/nodes/parsenodes.h); `location` and the other byte
+# offsets are implied. Left out on purpose: every statement but SELECT and EXPLAIN,
+# `IntoClause` (SELECT INTO), `LockingClause` (FOR UPDATE), `ParamRef` (bind parameters),
+# `XmlExpr`, `XmlSerialize` and `RangeTableFunc` (XML documents and XMLTABLE), and the JSON
+# constructors and JSON_TABLE, which PostgreSQL 15 and older do not parse.
+ALLOWED_NODES: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
+    {
+        "SelectStmt": frozenset(
+            {
+                "distinctClause",
+                "targetList",
+                "fromClause",
+                "whereClause",
+                "groupClause",
+                "groupDistinct",
+                "havingClause",
+                "windowClause",
+                "valuesLists",
+                "sortClause",
+                "limitOffset",
+                "limitCount",
+                "limitOption",
+                "withClause",
+                "op",
+                "all",
+                "larg",
+                "rarg",
+            }
+        ),
+        "WithClause": frozenset({"ctes", "recursive"}),
+        "CommonTableExpr": frozenset(
+            {
+                "ctename",
+                "aliascolnames",
+                "ctematerialized",
+                "ctequery",
+                "search_clause",
+                "cycle_clause",
+            }
+        ),
+        "CTESearchClause": frozenset(
+            {"search_col_list", "search_breadth_first", "search_seq_column"}
+        ),
+        "CTECycleClause": frozenset(
+            {
+                "cycle_col_list",
+                "cycle_mark_column",
+                "cycle_mark_value",
+                "cycle_mark_default",
+                "cycle_path_column",
+            }
+        ),
+        "ResTarget": frozenset({"name", "indirection", "val"}),
+        "ColumnRef": frozenset({"fields"}),
+        "A_Star": frozenset(),
+        "A_Const": frozenset({"ival", "fval", "sval", "boolval", "bsval", "isnull"}),
+        "Integer": frozenset({"ival"}),
+        "Float": frozenset({"fval"}),
+        "String": frozenset({"sval"}),
+        "Boolean": frozenset({"boolval"}),
+        "BitString": frozenset({"bsval"}),
+        "List": frozenset({"items"}),
+        "A_Expr": frozenset(
+            {"kind", "name", "lexpr", "rexpr", "rexpr_list_start", "rexpr_list_end"}
+        ),
+        "BoolExpr": frozenset({"boolop", "args"}),
+        "NullTest": frozenset({"arg", "nulltesttype", "argisrow"}),
+        "BooleanTest": frozenset({"arg", "booltesttype"}),
+        "CaseExpr": frozenset({"arg", "args", "defresult"}),
+        "CaseWhen": frozenset({"expr", "result"}),
+        "CoalesceExpr": frozenset({"args"}),
+        "MinMaxExpr": frozenset({"op", "args"}),
+        "NullIfExpr": frozenset({"args"}),
+        "SQLValueFunction": frozenset({"op", "typmod"}),
+        "RowExpr": frozenset({"args", "row_format", "colnames"}),
+        "A_ArrayExpr": frozenset({"elements", "list_start", "list_end"}),
+        "A_Indirection": frozenset({"arg", "indirection"}),
+        "A_Indices": frozenset({"is_slice", "lidx", "uidx"}),
+        "SubLink": frozenset({"subLinkType", "subLinkId", "testexpr", "operName", "subselect"}),
+        "GroupingSet": frozenset({"kind", "content"}),
+        "GroupingFunc": frozenset({"args"}),
+        "CollateClause": frozenset({"arg", "collname"}),
+        "TypeCast": frozenset({"arg", "typeName"}),
+        "TypeName": frozenset({"names", "typmods", "typemod", "arrayBounds"}),
+        "FuncCall": frozenset(
+            {
+                "funcname",
+                "args",
+                "agg_order",
+                "agg_filter",
+                "over",
+                "agg_within_group",
+                "agg_star",
+                "agg_distinct",
+                "func_variadic",
+                "funcformat",
+            }
+        ),
+        "NamedArgExpr": frozenset({"arg", "name", "argnumber"}),
+        "WindowDef": frozenset(
+            {
+                "name",
+                "refname",
+                "partitionClause",
+                "orderClause",
+                "frameOptions",
+                "startOffset",
+                "endOffset",
+            }
+        ),
+        "SortBy": frozenset({"node", "sortby_dir", "sortby_nulls", "useOp"}),
+        "RangeVar": frozenset(
+            {"catalogname", "schemaname", "relname", "inh", "relpersistence", "alias"}
+        ),
+        "Alias": frozenset({"aliasname", "colnames"}),
+        "JoinExpr": frozenset(
+            {
+                "jointype",
+                "isNatural",
+                "larg",
+                "rarg",
+                "usingClause",
+                "join_using_alias",
+                "quals",
+                "alias",
+            }
+        ),
+        "RangeSubselect": frozenset({"lateral", "subquery", "alias"}),
+        "RangeFunction": frozenset(
+            {"lateral", "ordinality", "is_rowsfrom", "functions", "alias", "coldeflist"}
+        ),
+        "ColumnDef": frozenset({"colname", "typeName", "is_local", "collClause"}),
+        "RangeTableSample": frozenset({"relation", "method", "args", "repeatable"}),
+    }
+)
+
+# Fields that hold a node of a known type without its type tag (PostgreSQL's parse nodes hold
+# these as typed pointers, so libpg_query writes them untagged).
+_INLINE_FIELDS: Final = MappingProxyType(
+    {
+        "typeName": "TypeName",
+        "alias": "Alias",
+        "join_using_alias": "Alias",
+        "over": "WindowDef",
+        "withClause": "WithClause",
+        "search_clause": "CTESearchClause",
+        "cycle_clause": "CTECycleClause",
+        "collClause": "CollateClause",
+        "larg": "SelectStmt",
+        "rarg": "SelectStmt",
+        "ival": "Integer",
+        "fval": "Float",
+        "sval": "String",
+        "boolval": "Boolean",
+        "bsval": "BitString",
+    }
+)
+# `larg` and `rarg` are untagged only in a set operation; a join holds tagged nodes there.
+_TAGGED_ONLY_IN: Final = frozenset({"JoinExpr"})
+
+# What the caller is told about the constructs refused most often, by node type.
+_REFUSED: Final = MappingProxyType(
+    {
+        "intoClause": "SELECT INTO (it creates a table)",
+        "lockingClause": "A row lock (FOR UPDATE, FOR SHARE)",
+        "ParamRef": "A bind parameter (write the values inline)",
+        "XmlExpr": "An XML constructor",
+        "XmlSerialize": "XMLSERIALIZE",
+        "RangeTableFunc": "XMLTABLE",
+    }
+)
+
+# EXPLAIN options that only describe the plan; ANALYZE (which runs the query), BUFFERS, WAL,
+# SETTINGS, GENERIC_PLAN, MEMORY, SERIALIZE and the other formats are refused.
+EXPLAIN_OPTIONS: Final = frozenset({"format", "verbose", "costs"})
+_EXPLAIN_FORMATS: Final = frozenset({"text", "json"})
+_TRUE_WORDS: Final = frozenset({"true", "on", "1", "yes"})
+_FALSE_WORDS: Final = frozenset({"false", "off", "0", "no"})
+
+# The first word of a statement, to name a refused one by its SQL keyword.
+_FIRST_WORD: Final = re.compile(rb"\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*([A-Za-z_]+)", re.S)
+
+_UNQUOTED_NAME: Final = re.compile(r"[a-z_][a-z0-9_$]*(?:\.[a-z_][a-z0-9_$]*)?")
+
+# Keys that hold byte offsets into the text: they differ between the text that was checked and
+# the text that runs, and mean nothing else.
+LOCATION_KEYS: Final = frozenset(
+    {"location", "stmt_location", "stmt_len", "list_start", "list_end", "arg_location"}
+    | {"rexpr_list_start", "rexpr_list_end"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionPolicy:
+    """Which function names a query may call.
+
+    Attributes:
+        builtins: Side-effect-free pg_catalog functions, callable unqualified or as
+            `pg_catalog.name`.
+        extra: Names the operator allows on top (`MCP_SQL_ALLOWED_FUNCTIONS`), lower-case; an
+            unqualified entry allows unqualified calls, `schema.name` allows that spelling.
+    """
+
+    builtins: frozenset[str] = BUILTIN_FUNCTIONS
+    extra: frozenset[str] = frozenset()
+
+    def ensure_allowed(self, schema: str | None, name: str) -> None:
+        """Refuse a call of `name`, qualified by `schema` when it is not None.
+
+        Args:
+            schema: The schema the call names, or None for an unqualified call.
+            name: The function's name as PostgreSQL compares it (unquoted names folded).
+
+        Raises:
+            ToolFailure: The call is denied or not on any allowlist (`MCP_QUERY_VIOLATION`).
+        """
+        shown = _shown(name if schema is None else f"{schema}.{name}")
+        reason = denial_reason(name)
+        if reason is not None:
+            raise _violation(f"Function {shown}() is not allowed: {reason}.")
+        if schema is None:
+            if name in self.builtins or name in self.extra:
+                return
+        elif (schema == "pg_catalog" and name in self.builtins) or f"{schema}.{name}" in self.extra:
+            return
+        raise _violation(
+            f"Function {shown}() is not allowed: only built-in functions known to be free of "
+            "side effects may be called, unqualified or qualified with pg_catalog."
+        )
+
+
+@dataclass(slots=True)
+class RelationRef:
+    """An unqualified relation name in the checked tree, which the catalog qualifies.
+
+    Attributes:
+        name: The relation's name as PostgreSQL compares it.
+        offset: The byte offset of the name in the statement's text.
+        node: The tree's `RangeVar` fields, so that the qualification can be checked.
+    """
+
+    name: str
+    offset: int
+    node: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedStatement:
+    """The one statement of the caller's text, parsed.
+
+    Attributes:
+        source: The caller's text, UTF-8 encoded (tree offsets count its bytes).
+        start: Where the statement begins in `source`.
+        end: Where it ends (before a terminating semicolon).
+        root: The statement's node type.
+        fields: Its fields.
+    """
+
+    source: bytes
+    start: int
+    end: int
+    root: str
+    fields: dict[str, Any]
+
+
+@dataclass(slots=True)
+class CheckedTree:
+    """A statement that passed the policy.
+
+    Attributes:
+        statement: The parsed statement.
+        query: The SELECT's fields (for EXPLAIN, those of the query it explains).
+        explain: The EXPLAIN options as SQL (`(FORMAT JSON, VERBOSE TRUE)`), or None.
+        relations: The unqualified relation names, in text order.
+        ctes: Every common table expression name the statement defines: an unqualified name
+            among them is never qualified, since it may name the CTE.
+        explain_format: The EXPLAIN format (`text` or `json`), or None.
+        start: Where the query begins in the statement's source (after EXPLAIN and its
+            options); it ends where the statement does.
+    """
+
+    statement: ParsedStatement
+    query: dict[str, Any]
+    start: int = 0
+    explain: str | None = None
+    relations: list[RelationRef] = field(default_factory=list)
+    ctes: set[str] = field(default_factory=set)
+    explain_format: str | None = None
+
+
+def _violation(detail: str) -> ToolFailure:
+    return ToolFailure(detail, code=MCPErrorCode.QUERY_VIOLATION, invalid_params=("query",))
+
+
+def _invalid(detail: str) -> ToolFailure:
+    return ToolFailure(detail, code=MCPErrorCode.VALIDATION_ERROR, invalid_params=("query",))
+
+
+def _shown(name: str) -> str:
+    # Ordinary names are shown as they are; anything else is shown escaped and bounded.
+    if len(name) <= _SHOWN_CHARS and _UNQUOTED_NAME.fullmatch(name):
+        return name
+    return quote(name, _SHOWN_CHARS)
+
+
+def parse_tree_json(text: bytes | str) -> dict[str, Any]:
+    """Parse SQL text with PostgreSQL's parser into its JSON tree.
+
+    Args:
+        text: The SQL, as UTF-8 bytes or text.
+
+    Returns:
+        The decoded tree: `{"version": ..., "stmts": [...]}`.
+
+    Raises:
+        ToolFailure: The text does not parse, or nests too deeply to decode
+            (`MCP_VALIDATION_ERROR`).
+    """
+    try:
+        source = text if isinstance(text, str) else text.decode("utf-8")
+        tree: dict[str, Any] = json.loads(_pg.parse_sql_json(source))
+    except _pg.ParseError as exc:
+        raise _invalid(f"The query could not be parsed: {quote(str(exc.args[0]), 200)}") from None
+    except RecursionError:
+        raise _invalid("The query nests too deeply to be checked.") from None
+    except (UnicodeError, ValueError):
+        raise _invalid("The query is not valid UTF-8 text.") from None
+    return tree
+
+
+def parse_untrusted_sql(text: str) -> ParsedStatement:
+    """Parse caller text into its single statement.
+
+    Args:
+        text: The untrusted query.
+
+    Returns:
+        The statement.
+
+    Raises:
+        ToolFailure: The text does not hold exactly one statement (`MCP_QUERY_VIOLATION`),
+            or cannot be parsed (`MCP_VALIDATION_ERROR`).
+    """
+    try:
+        source = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid("The query is not valid UTF-8 text (it holds a lone surrogate).") from None
+    statements = parse_tree_json(text).get("stmts", [])
+    if not statements:
+        raise _invalid("The query holds no SQL statement.")
+    if len(statements) != 1:
+        raise _violation(
+            f"Exactly one statement is allowed, and the query holds {len(statements)}."
+        )
+    raw = statements[0]
+    start = int(raw.get("stmt_location", 0))
+    length = int(raw.get("stmt_len", 0))
+    end = start + length if length else len(source)
+    ((root, fields),) = raw["stmt"].items()
+    return ParsedStatement(source=source, start=start, end=end, root=root, fields=fields)
+
+
+def check_untrusted_tree(
+    statement: ParsedStatement,
+    functions: FunctionPolicy,
+    *,
+    schemas: tuple[str, ...],
+) -> CheckedTree:
+    """Check every node of a parsed statement against the allowlists.
+
+    Args:
+        statement: What `parse_untrusted_sql` returned.
+        functions: The functions the query may call.
+        schemas: The schemas whose relations the query may read (`MCP_SQL_SCHEMAS`).
+
+    Returns:
+        The checked statement, with the relation names left to qualify.
+
+    Raises:
+        ToolFailure: A node is not allowed (`MCP_QUERY_VIOLATION`), or the tree nests too
+            deeply (`MCP_VALIDATION_ERROR`).
+    """
+    if statement.root == "ExplainStmt":
+        options, explain_format = _explain_options(statement)
+        query = statement.fields.get("query", {})
+        ((root, fields),) = query.items()
+        if root != "SelectStmt":
+            raise _violation("EXPLAIN is allowed only of a query this tool would run (a SELECT).")
+        checked = CheckedTree(
+            statement,
+            fields,
+            explain=options,
+            explain_format=explain_format,
+            start=_explained_query_start(statement),
+        )
+    elif statement.root == "SelectStmt":
+        checked = CheckedTree(statement, statement.fields, start=statement.start)
+    else:
+        raise _violation(
+            f"{_first_word(statement)} is not allowed: the query must be a SELECT (or VALUES, "
+            "TABLE, UNION, INTERSECT, EXCEPT of them), or a plain EXPLAIN of one."
+        )
+    walker = _Walker(statement.source, functions, frozenset(schemas) | TRUSTED_RELATION_SCHEMAS)
+    try:
+        walker.check("SelectStmt", checked.query)
+    except RecursionError:
+        raise _invalid("The query nests too deeply to be checked.") from None
+    checked.relations = walker.relations
+    checked.ctes = walker.ctes
+    return checked
+
+
+def _first_word(statement: ParsedStatement) -> str:
+    match = _FIRST_WORD.match(statement.source, statement.start)
+    word = match.group(1).decode("ascii").upper() if match else ""
+    return word if word else "This statement"
+
+
+def _explain_options(statement: ParsedStatement) -> tuple[str, str]:
+    rendered: list[str] = []
+    explain_format = "text"
+    for option in statement.fields.get("options", []):
+        element = option.get("DefElem", {})
+        name = str(element.get("defname", ""))
+        value = _option_value(element.get("arg"))
+        if name == "analyze" and value is not False:
+            raise _violation("EXPLAIN ANALYZE is not allowed: it runs the query.")
+        if name not in EXPLAIN_OPTIONS:
+            raise _violation(
+                f"The EXPLAIN option {_shown(name.upper())} is not allowed; FORMAT TEXT or "
+                "JSON, VERBOSE and COSTS are."
+            )
+        if name == "format":
+            if not isinstance(value, str) or value not in _EXPLAIN_FORMATS:
+                raise _violation("EXPLAIN allows FORMAT TEXT and FORMAT JSON only.")
+            explain_format = value
+            rendered.append(f"FORMAT {value.upper()}")
+        elif isinstance(value, bool):
+            rendered.append(f"{name.upper()} {'TRUE' if value else 'FALSE'}")
+        else:
+            raise _violation(f"EXPLAIN's {name.upper()} takes TRUE or FALSE.")
+    return (f"({', '.join(rendered)})" if rendered else ""), explain_format
+
+
+# Tokens that begin the query an EXPLAIN explains.
+_QUERY_STARTS: Final = frozenset({"SELECT", "VALUES", "TABLE", "WITH", "ASCII_40"})
+_PARENTHESES: Final = MappingProxyType({"ASCII_40": 1, "ASCII_41": -1})
+# The options of EXPLAIN's unparenthesised form.
+_LEGACY_OPTIONS: Final = frozenset({"ANALYZE", "ANALYSE", "VERBOSE"})
+
+
+def _explained_query_start(statement: ParsedStatement) -> int:
+    # The byte offset where the explained query begins: after EXPLAIN, its parenthesised
+    # options (a parenthesis followed by anything but a query) and its legacy keywords.
+    text = statement.source[statement.start : statement.end].decode("utf-8")
+    tokens = _pg.scan(text)
+    index = 1
+    if len(tokens) > 2 and tokens[1].name == "ASCII_40" and tokens[2].name not in _QUERY_STARTS:
+        depth = 0
+        while index < len(tokens):
+            depth += _PARENTHESES.get(tokens[index].name, 0)
+            index += 1
+            if depth == 0:
+                break
+    while index < len(tokens) and tokens[index].name in _LEGACY_OPTIONS:
+        index += 1
+    if index >= len(tokens):
+        return statement.end
+    # The scanner counts characters; the tree's offsets count bytes.
+    return statement.start + len(text[: tokens[index].start].encode("utf-8"))
+
+
+def _option_value(arg: dict[str, Any] | None) -> bool | str | None:
+    # An option without a value is on; booleans are spelled as words or as 0 and 1.
+    if arg is None:
+        return True
+    ((kind, value),) = arg.items()
+    if kind == "String":
+        word = str(value.get("sval", "")).lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+        return word
+    if kind == "Integer" and value.get("ival", 0) in (0, 1):
+        return bool(value.get("ival", 0))
+    if kind == "Boolean":
+        return bool(value.get("boolval", False))
+    return None
+
+
+class _Walker:
+    # One walk over a statement's tree: every node is checked against ALLOWED_NODES, every
+    # name against its rule, and the unqualified relations and CTE names are collected.
+
+    def __init__(self, source: bytes, functions: FunctionPolicy, schemas: frozenset[str]) -> None:
+        self._source = source
+        self._functions = functions
+        self._schemas = schemas
+        self.relations: list[RelationRef] = []
+        self.ctes: set[str] = set()
+
+    def check(self, tag: str, fields: dict[str, Any]) -> None:
+        allowed = ALLOWED_NODES.get(tag)
+        if allowed is None:
+            raise _violation(f"{self._describe(tag, fields)} is not allowed in a read-only query.")
+        for name, value in fields.items():
+            if name in LOCATION_KEYS:
+                continue
+            if name not in allowed:
+                raise _violation(
+                    f"{_REFUSED.get(name) or self._describe(tag, fields)} is not allowed in a "
+                    "read-only query."
+                )
+            if isinstance(value, dict):
+                if value:
+                    self._value(tag, name, value)
+            elif isinstance(value, list):
+                for item in value:
+                    # An empty object is a NULL member of a list (a function in FROM
+                    # without a column definition list).
+                    if isinstance(item, dict) and item:
+                        self._value(tag, name, item)
+        special = _SPECIAL.get(tag)
+        if special is not None:
+            special(self, fields)
+
+    def _value(self, parent: str, name: str, value: dict[str, Any]) -> None:
+        if len(value) == 1:
+            ((key, inner),) = value.items()
+            if key[:1].isupper() and isinstance(inner, dict):
+                self.check(key, inner)
+                return
+        inline = _INLINE_FIELDS.get(name)
+        if inline is None or (parent in _TAGGED_ONLY_IN and name in ("larg", "rarg")):
+            raise _violation(
+                f"{self._describe(parent, value)} is not allowed in a read-only query."
+            )
+        self.check(inline, value)
+
+    def _describe(self, tag: str, fields: Mapping[str, Any]) -> str:
+        # Names a refused construct by the caller's own text around it, never by the
+        # parser's node name.
+        refused = _REFUSED.get(tag)
+        if refused is not None:
+            return refused
+        offset = fields.get("location") if isinstance(fields, Mapping) else None
+        if isinstance(offset, int) and 0 <= offset < len(self._source):
+            excerpt = self._source[offset : offset + 24].decode("utf-8", errors="replace")
+            return f"The construct at {quote(excerpt.split(chr(10))[0], 24)}"
+        return "A construct of this query"
+
+    # -- Names ---------------------------------------------------------------------------
+
+    def func_call(self, fields: dict[str, Any]) -> None:
+        schema, name = self._qualified(fields.get("funcname", []), "function")
+        self._functions.ensure_allowed(schema, name)
+
+    def operator(self, names: list[dict[str, Any]]) -> None:
+        schema, name = self._qualified(names, "operator")
+        if schema is not None and schema != "pg_catalog":
+            raise _violation(
+                f"The operator OPERATOR({_shown(schema)}.{quote(name, 8)}) is not allowed: "
+                "operators may be qualified with pg_catalog only."
+            )
+
+    def a_expr(self, fields: dict[str, Any]) -> None:
+        kind = fields.get("kind")
+        if kind not in _EXPRESSION_KINDS:
+            raise _violation(f"{self._describe('A_Expr', fields)} is not allowed.")
+        self.operator(fields.get("name", []))
+
+    def sub_link(self, fields: dict[str, Any]) -> None:
+        if "operName" in fields:
+            self.operator(fields["operName"])
+
+    def sort_by(self, fields: dict[str, Any]) -> None:
+        if "useOp" in fields:
+            self.operator(fields["useOp"])
+
+    def type_name(self, fields: dict[str, Any]) -> None:
+        schema, name = self._qualified(fields.get("names", []), "type")
+        shown = _shown(name if schema is None else f"{schema}.{name}")
+        if schema is not None and schema != "pg_catalog":
+            raise _violation(
+                f"The type {shown} is not allowed: only built-in types may be named, "
+                "unqualified or qualified with pg_catalog."
+            )
+        if name == "xml":
+            raise _violation("The xml type is not allowed: casts to xml parse caller documents.")
+
+    def collate(self, fields: dict[str, Any]) -> None:
+        schema, name = self._qualified(fields.get("collname", []), "collation")
+        if schema is not None and schema != "pg_catalog":
+            raise _violation(
+                f"The collation {_shown(schema)}.{_shown(name)} is not allowed: collations may "
+                "be qualified with pg_catalog only."
+            )
+
+    def range_var(self, fields: dict[str, Any]) -> None:
+        if "catalogname" in fields:
+            raise _violation("A relation may be qualified with a schema only, not a database.")
+        name = str(fields.get("relname", ""))
+        schema = fields.get("schemaname")
+        if schema is None:
+            self.relations.append(RelationRef(name, int(fields.get("location", -1)), fields))
+        elif schema not in self._schemas:
+            raise _violation(
+                f"The relation {_shown(str(schema))}.{_shown(name)} is not allowed: this tool "
+                "reads pg_catalog, information_schema and the schemas of MCP_SQL_SCHEMAS ("
+                + ", ".join(sorted(self._schemas - TRUSTED_RELATION_SCHEMAS))
+                + ") only."
+            )
+
+    def common_table(self, fields: dict[str, Any]) -> None:
+        self.ctes.add(str(fields.get("ctename", "")))
+        query = fields.get("ctequery", {})
+        if next(iter(query), None) != "SelectStmt":
+            raise _violation(
+                "A common table expression must be a SELECT: writes in WITH are not allowed."
+            )
+
+    def table_sample(self, fields: dict[str, Any]) -> None:
+        schema, name = self._qualified(fields.get("method", []), "sampling method")
+        if schema is None and name in _SAMPLING_METHODS:
+            return
+        self._functions.ensure_allowed(schema, name)
+
+    def _qualified(self, names: list[dict[str, Any]], what: str) -> tuple[str | None, str]:
+        parts = [str(item.get("String", {}).get("sval", "")) for item in names]
+        if len(parts) == 1:
+            return None, parts[0]
+        if len(parts) == 2:
+            return parts[0], parts[1]
+        raise _violation(f"A {what} may be qualified with a schema only, not a database.")
+
+
+_SPECIAL: Final = MappingProxyType(
+    {
+        "FuncCall": _Walker.func_call,
+        "A_Expr": _Walker.a_expr,
+        "SubLink": _Walker.sub_link,
+        "SortBy": _Walker.sort_by,
+        "TypeName": _Walker.type_name,
+        "CollateClause": _Walker.collate,
+        "RangeVar": _Walker.range_var,
+        "CommonTableExpr": _Walker.common_table,
+        "RangeTableSample": _Walker.table_sample,
+    }
+)
+
+
+def same_tree(left: Any, right: Any) -> bool:
+    """Tell whether two decoded trees are the same, byte offsets aside.
+
+    Args:
+        left: A tree or part of one.
+        right: Another.
+
+    Returns:
+        True when they hold the same nodes with the same values.
+    """
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        keys = left.keys() - LOCATION_KEYS
+        if keys != right.keys() - LOCATION_KEYS:
+            return False
+        return all(same_tree(left[key], right[key]) for key in keys)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(same_tree, left, right))
+    return bool(left == right)
