@@ -1,41 +1,46 @@
-"""The PostgreSQL side of `read_only_sql`: the pool, its pinned sessions, one read per call.
+"""The fourth layer of `read_only_sql`: the pool, its pinned sessions, one read per call.
 
 Rules:
 
 1. A connection is used only while its pinned settings hold: `standard_conforming_strings =
-   on`, `client_encoding = UTF8`, `search_path = pg_catalog, <schemas>`,
-   `default_transaction_read_only = on` and the output styles `sql_values` relies on. They
-   are set and read back when a connection is created, read back again (with the session
-   state cleared) at the end of every call, and the values PostgreSQL reports on its own are
-   checked before every use. A connection that fails a check is closed, never used. So is
-   one whose role is a superuser: the role is the last line of defence.
-2. One call is one network round trip: a libpq pipeline of two segments, each ended by a
+   on`, `client_encoding = UTF8`, `search_path = pg_catalog, <trusted extensions' schemas>,
+   pg_temp` (trusted code alone resolves by name; `pg_temp` is listed last so that it is never
+   searched before them), `default_transaction_read_only = on` and the output styles
+   `values.py` relies on. They are set and read back when a connection is created, read back
+   again (with the session state cleared) at the end of every call, and the values PostgreSQL
+   reports on its own are checked before every use. A connection that fails a check is
+   closed, never used. So is one whose role is a superuser.
+2. When a connection is created, the role audit (`role_audit.py`) runs on it and its guard
+   is prepared on it (`mcp_guard`). A connection whose audit found problems refuses its call
+   in-band, naming them, and is closed, so the next call audits a fresh one.
+3. One call is one network round trip: a libpq pipeline of two segments, each ended by a
    Sync. The read: `BEGIN TRANSACTION READ ONLY`, a transaction-local `statement_timeout`,
-   `DECLARE ... NO SCROLL CURSOR FOR <checked SQL>` and `FETCH FORWARD max_rows + 1`. The
-   cleanup: `ROLLBACK`, then the session reset and the read-back of the pins. Every statement
-   travels over the extended query protocol (the only one pipeline mode has), in which
-   PostgreSQL refuses a second statement in one. An error aborts the rest of its own segment
-   only, so the cleanup runs whatever the read did: the transaction is always rolled back,
-   the session always cleared, and the server stops after the rows fetched.
-3. A connection goes back to the pool clean: cleared and read back by its call's own cleanup
-   segment, or else (a cancelled or failed call) rolled back and then cleared and read back
-   by the pool's reset. One whose state cannot be established is closed. Cancellation
-   cancels the query on the server too (psycopg sends a cancel request when the awaiting
-   task is cancelled, then lets the pipeline finish).
-4. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
+   `EXECUTE mcp_guard` (which fails while the role could run untrusted code, aborting the
+   rest of the segment), then `DECLARE ... NO SCROLL CURSOR FOR <statement>` and
+   `FETCH FORWARD max_rows + 1` (an EXPLAIN runs as it is instead). The cleanup: `ROLLBACK`,
+   then the session reset and the read-back of the pins. Every statement travels over the
+   extended query protocol, in which PostgreSQL refuses a second statement in one. An error
+   aborts the rest of its own segment only, so the cleanup runs whatever the read did.
+4. The statement's last column is the running total of the rows' text bytes
+   (`statement.py`): rows past `max_result_bytes` arrive without their values, and are cut;
+   a first row past it is refused in-band, with the bound in the detail.
+5. A connection goes back to the pool clean: cleared and read back by its call's own cleanup
+   segment, or else rolled back and then cleared and read back by the pool's reset. One whose
+   state cannot be established is closed. Cancellation cancels the query on the server too.
+6. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
    (`SQLSTATE_CODES`, `SQLSTATE_CLASSES`); every other failure is `DatabaseUnavailable`, an
-   internal error whose text reaches stderr only. No message carries the DSN: it is checked
-   before use with its parse error suppressed, and libpq never prints passwords.
+   internal error whose text reaches stderr only. No message carries the DSN.
 """
 
 import asyncio
 import logging
 import math
 import re
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, sql
@@ -51,12 +56,26 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools.sql import CheckedQuery
-from mcp_server_suite.tools.sql_values import make_adapters, normalise_rows
+from mcp_server_suite.tools.sql.role_audit import (
+    GUARD_SQLSTATE,
+    RoleProblem,
+    TrustedCode,
+    audit_sql,
+    guard_sql,
+    refusal,
+)
+from mcp_server_suite.tools.sql.statement import (
+    MAX_CATALOG_RELATIONS,
+    ExecutableStatement,
+    RelationCatalog,
+)
+from mcp_server_suite.tools.sql.values import bound_rows, make_adapters, normalise_rows
 
 __all__ = [
+    "CATALOG_TTL_S",
     "CLIENT_GRACE_S",
     "CURSOR_NAME",
+    "GUARD_NAME",
     "IDLE_IN_TRANSACTION_TIMEOUT_MS",
     "LOCK_TIMEOUT_MS",
     "SQLSTATE_CLASSES",
@@ -71,8 +90,18 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # The cursor each call declares; one call at a time uses a connection, so one name suffices.
 CURSOR_NAME: Final = "mcp_read_only_sql"
+# The prepared statement of the role audit's guard, kept on each connection for its lifetime:
+# planning the guard costs about 2 ms, running it prepared a few hundred microseconds.
+GUARD_NAME: Final = "mcp_guard"
+# The relation catalog that qualifies unqualified names is read again after this long, and
+# at most once a second when a query names a relation it does not hold: a table created a
+# moment ago is found on the next call, without a catalog read on every call.
+CATALOG_TTL_S: Final = 30.0
+CATALOG_MISS_REFRESH_S: Final = 1.0
 # The design document's least-privilege role settings: a query waits at most 1 s for a lock,
 # and a session idle inside a transaction for 15 s is ended by the server.
 LOCK_TIMEOUT_MS: Final = 1_000
@@ -122,26 +151,31 @@ _CURSOR: Final = sql.Identifier(CURSOR_NAME).as_bytes(None)
 _BEGIN: Final = b"BEGIN TRANSACTION READ ONLY"
 _DECLARE: Final = b"DECLARE " + _CURSOR + b" NO SCROLL CURSOR FOR "
 _ROLLBACK: Final = b"ROLLBACK"
+_EXECUTE_GUARD: Final = b"EXECUTE " + sql.Identifier(GUARD_NAME).as_bytes(None)
+# The guard's place in the read segment: after BEGIN and SET LOCAL.
+_GUARD_INDEX: Final = 2
 
-# What clears the session state a rollback leaves: advisory locks, prepared statements,
-# holdable cursors and LISTEN registrations survive a rolled-back transaction, and none may
-# reach the next call.
+# What clears the session state a rollback leaves: advisory locks, holdable cursors and LISTEN
+# registrations survive a rolled-back transaction, and none may reach the next call. Prepared
+# statements survive too; the only one a session may hold is the guard, which the read-back
+# proves (no query can PREPARE: the policy refuses it).
 _RESET_STATEMENTS: Final = (
     "CLOSE ALL",
     "UNLISTEN *",
     "SELECT pg_catalog.pg_advisory_unlock_all()",
-    "DEALLOCATE ALL",
 )
 # The query that reads every pinned setting back, in `SessionPins.ensure_read_back()` order.
 _READ_BACK: Final = (
-    "SELECT pg_catalog.current_setting('standard_conforming_strings'), "
+    "SELECT pg_catalog.current_setting('standard_conforming_strings'), "  # nosec B608  # Constants.
     "pg_catalog.current_setting('client_encoding'), "
     "pg_catalog.current_setting('search_path'), "
     "pg_catalog.current_setting('default_transaction_read_only'), "
     "pg_catalog.current_setting('DateStyle'), "
     "pg_catalog.current_setting('IntervalStyle'), "
     "pg_catalog.current_setting('bytea_output'), "
-    "pg_catalog.current_setting('is_superuser')"
+    "pg_catalog.current_setting('is_superuser'), "
+    "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements "
+    f"WHERE name OPERATOR(pg_catalog.<>) '{GUARD_NAME}')"
 )
 # The results a statement of the cleanup segment may end with.
 _COMPLETED: Final = frozenset({ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK})
@@ -158,12 +192,14 @@ class FetchedRows:
     Attributes:
         columns: Column names in result order.
         rows: At most `max_rows` rows of JSON values.
-        truncated: True when the server cap, not the query, bounded the rows.
+        truncated: True when a server bound, not the query, ended the rows.
+        truncated_reason: `max_rows` or `max_result_bytes`, or None.
     """
 
     columns: list[str]
     rows: list[list[Any]]
     truncated: bool
+    truncated_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +207,8 @@ class SessionPins:
     """The settings every pooled session holds, and the statements that set and check them.
 
     Attributes:
-        schemas: The schemas searched after pg_catalog.
+        schemas: The schemas of the trusted extensions, searched after pg_catalog (never the
+            schemas of MCP_SQL_SCHEMAS: their relations are qualified by `statement.py`).
         statement_timeout_ms: The session's statement timeout (each call also sets it
             transaction-locally).
     """
@@ -181,8 +218,8 @@ class SessionPins:
 
     @property
     def search_path(self) -> tuple[str, ...]:
-        """The pinned search_path: pg_catalog first, so nothing can shadow a built-in."""
-        return ("pg_catalog", *self.schemas)
+        """The pinned search_path: trusted schemas, and pg_temp last so it never comes first."""
+        return ("pg_catalog", *self.schemas, "pg_temp")
 
     def set_statements(self) -> sql.Composed:
         """Return the statements that pin a new session, then read the pins back."""
@@ -242,9 +279,11 @@ class SessionPins:
         Raises:
             DatabaseUnavailable: A setting differs from its pin, or the role is a superuser.
         """
-        if row is None or len(row) != 8:
+        if row is None or len(row) != 9:
             raise DatabaseUnavailable("the session's settings could not be read back")
-        scs, encoding, path, read_only, date_style, interval_style, bytea, superuser = row
+        scs, encoding, path, read_only, date_style, interval_style, bytea, superuser = row[:8]
+        if row[8] != 0:
+            raise DatabaseUnavailable("the session holds a prepared statement of its own")
         if superuser != "off":
             raise DatabaseUnavailable(
                 "refusing to run queries as a superuser: connect as a least-privilege role "
@@ -285,7 +324,8 @@ class ReadOnlyDatabase:
 
     Args:
         dsn: The connection URI (a secret: never logged or echoed).
-        pins: The pinned session settings.
+        trusted: What the operator trusts, and the schemas the role reads.
+        statement_timeout_ms: The server's statement timeout for every call.
         application_name: Shown in pg_stat_activity.
         connect_timeout: Seconds to connect, and to wait for a free connection.
         query_timeout: Seconds a query may run (the server's statement_timeout).
@@ -299,7 +339,8 @@ class ReadOnlyDatabase:
         self,
         dsn: str,
         *,
-        pins: SessionPins,
+        trusted: TrustedCode,
+        statement_timeout_ms: int,
         application_name: str,
         connect_timeout: float,
         query_timeout: float,
@@ -315,20 +356,30 @@ class ReadOnlyDatabase:
             parsed = False
         if not parsed:
             raise DatabaseUnavailable("MCP_SQL_DSN is not a valid connection string")
-        self._pins: Final = pins
+        self._trusted: Final = trusted
+        self._statement_timeout_ms: Final = statement_timeout_ms
+        # Known once the first connection has read where the trusted extensions live.
+        self._pins: SessionPins | None = None
         self._connect_timeout: Final = connect_timeout
         self._query_timeout: Final = query_timeout
         self._max_size: Final = pool_max_size
         self._holding = 0
-        # Connections whose call ended with a verified cleanup segment (Rule 3); weak, so
-        # that a connection the pool drops is forgotten here too.
+        self._catalog: RelationCatalog | None = None
+        self._catalog_read_at = -math.inf
+        self._catalog_lock: Final = asyncio.Lock()
+        # Connections whose call ended with a verified cleanup segment (Rule 5), and the
+        # audit's findings on each connection (Rule 2); weak, so that a connection the pool
+        # drops is forgotten here too.
         self._cleaned: Final[weakref.WeakSet[AsyncConnection[Any]]] = weakref.WeakSet()
+        self._problems: Final[
+            weakref.WeakKeyDictionary[AsyncConnection[Any], list[RoleProblem]]
+        ] = weakref.WeakKeyDictionary()
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
                 "autocommit": True,
-                # Statements are not prepared implicitly, so DEALLOCATE ALL in the reset
-                # never pulls a statement from under psycopg.
+                # Statements are not prepared implicitly: the only prepared statement a
+                # session holds is the guard, which the read-back checks.
                 "prepare_threshold": None,
                 "context": make_adapters(),
                 "application_name": application_name,
@@ -355,38 +406,77 @@ class ReadOnlyDatabase:
         await self._pool.close()
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        if self._pins is None:
+            extensions = list(self._trusted.extensions)
+            cursor = await conn.execute(_EXTENSION_SCHEMAS, (extensions, extensions))
+            schemas = tuple(str(row[0]) for row in await cursor.fetchall())
+            self._pins = SessionPins(schemas, self._statement_timeout_ms)
         cursor = await conn.execute(self._pins.set_statements())
         self._pins.ensure_read_back(await _last_row(cursor))
+        cursor = await conn.execute(audit_sql(self._trusted))
+        self._problems[conn] = [
+            RoleProblem(*map(str, row)) for row in await cursor.fetchall() if row[0] != "extension"
+        ]
+        await conn.execute(f"PREPARE {GUARD_NAME} AS {guard_sql(self._trusted)}")
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
-        # The pool calls this on every connection returned to it (Rule 3).
+        # The pool calls this on every connection returned to it (Rule 5).
         if conn in self._cleaned:
             # The call's own cleanup segment cleared the session and read the pins back,
             # after its last statement: nothing has run on it since.
             self._cleaned.discard(conn)
             return
+        if self._pins is None:
+            raise DatabaseUnavailable("a connection was returned before any was set up")
         cursor = await conn.execute(self._pins.reset_statements())
         self._pins.ensure_read_back(await _last_row(cursor))
 
-    async def run(self, checked: CheckedQuery) -> FetchedRows:
-        """Run a checked query on a pooled connection.
+    async def catalog(self, *, missing: bool = False) -> RelationCatalog:
+        """Return the relation catalog, read again when it is old (or, given `missing`, a
+        second old).
 
         Args:
-            checked: The query, as the policy returned it.
+            missing: A query names a relation the current catalog does not hold.
+
+        Raises:
+            ToolFailure: Every connection stayed busy (in-band, retryable).
+            DatabaseUnavailable: PostgreSQL could not be reached or failed.
+        """
+        async with self._catalog_lock:
+            age = time.monotonic() - self._catalog_read_at
+            stale = age > (CATALOG_MISS_REFRESH_S if missing else CATALOG_TTL_S)
+            if self._catalog is None or stale:
+                schemas = self._trusted.schemas
+                rows = await self._with_connection(
+                    lambda conn: _read_catalog(conn, ("pg_catalog", *schemas))
+                )
+                self._catalog = RelationCatalog(schemas, rows)
+                self._catalog_read_at = time.monotonic()
+            return self._catalog
+
+    async def run(self, statement: ExecutableStatement) -> FetchedRows:
+        """Run a checked statement on a pooled connection.
+
+        Args:
+            statement: The statement, as `statement.render_statement()` built it.
 
         Returns:
             The rows.
 
         Raises:
-            ToolFailure: PostgreSQL refused the query, it timed out, its result is too
-                large, or every connection stayed busy (in-band problems).
+            ToolFailure: The role audit, the policy's second check or PostgreSQL refused the
+                query, it timed out, its result is too large, or every connection stayed busy
+                (in-band problems).
             DatabaseUnavailable: PostgreSQL could not be reached or failed.
         """
+        return await self._with_connection(lambda conn: self._run_on(conn, statement))
+
+    async def _with_connection(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         try:
             async with self._pool.connection(timeout=self._connect_timeout) as conn:
                 self._holding += 1
                 try:
-                    return await self._run_on(conn, checked)
+                    return await body(conn)
                 finally:
                     self._holding -= 1
         except PoolTimeout:
@@ -402,29 +492,106 @@ class ReadOnlyDatabase:
                 f"no database connection could be made within {self._connect_timeout:g} s"
             ) from None
 
-    async def _run_on(self, conn: AsyncConnection[Any], checked: CheckedQuery) -> FetchedRows:
+    async def _run_on(
+        self, conn: AsyncConnection[Any], statement: ExecutableStatement
+    ) -> FetchedRows:
+        problems = self._problems.get(conn)
         try:
             ensure_reported_pins(conn)
         except DatabaseUnavailable:
             await conn.close()
             raise
+        if problems is None or self._pins is None:
+            await conn.close()
+            raise DatabaseUnavailable("a connection was used before it was set up")
+        if problems:
+            # Rule 2: a connection whose audit failed is never used, and never kept.
+            await conn.close()
+            raise refusal(problems)
         outcome = await _read_in_one_round_trip(
             conn,
-            checked.sql,
-            max_rows=checked.max_rows,
+            statement,
             statement_timeout_ms=self._pins.statement_timeout_ms,
             client_timeout=self._query_timeout + CLIENT_GRACE_S,
             pins=self._pins,
+            guarded=True,
         )
         # The read returned, so its cleanup segment cleared the session and proved the pins
-        # (Rule 3): the pool's reset has nothing left to do.
+        # (Rule 5): the pool's reset has nothing left to do.
         self._cleaned.add(conn)
+        if isinstance(outcome, _GuardFailed):
+            # The guard found a problem that appeared after the connection was set up: the
+            # audit names it (one more round trip, on this refusal path only).
+            cursor = await conn.execute(audit_sql(self._trusted))
+            found = [RoleProblem(*map(str, row)) for row in await cursor.fetchall()]
+            await conn.close()
+            raise refusal([problem for problem in found if problem.kind != "extension"] or [_RACE])
+        if isinstance(outcome, ToolFailure) and outcome.problem.metadata.get("sqlstate") == "42P01":
+            raise self._with_search_hint(outcome)
         return _rows_or_raise(outcome)
 
+    def _with_search_hint(self, failure: ToolFailure) -> ToolFailure:
+        # An unknown relation: say where unqualified names were looked for.
+        hint = (
+            " Unqualified tables and views are looked up in pg_catalog, then in "
+            f"MCP_SQL_SCHEMAS ({', '.join(self._trusted.schemas)}); sql_schema lists them."
+        )
+        problem = failure.problem
+        hinted = ToolFailure(
+            problem.detail + hint,
+            code=problem.code,
+            invalid_params=problem.invalid_params,
+            metadata=dict(problem.metadata),
+        )
+        hinted.__cause__ = failure.__cause__
+        return hinted
 
-def _rows_or_raise(outcome: FetchedRows | ToolFailure) -> FetchedRows:
+
+# The problem reported when the guard failed but the audit that followed found nothing: the
+# role changed between the two.
+_RACE: Final = RoleProblem(
+    "execute",
+    "the role's privileges changed while the call ran",
+    "retry; if it recurs, run mcp-server-suite --check-config",
+)
+
+# Where the trusted extensions live (other than pg_catalog), in the order they are named.
+_EXTENSION_SCHEMAS: Final = (
+    "SELECT n.nspname FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n "
+    "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+    "WHERE e.extname OPERATOR(pg_catalog.=) ANY (%s) "
+    "AND n.nspname OPERATOR(pg_catalog.<>) 'pg_catalog' "
+    "GROUP BY n.nspname ORDER BY pg_catalog.min(pg_catalog.array_position(%s, e.extname::text))"
+)
+
+# The relations an unqualified name can mean: those of pg_catalog and MCP_SQL_SCHEMAS.
+_CATALOG: Final = (
+    "SELECT n.nspname, c.relname FROM pg_catalog.pg_class AS c "  # nosec B608  # Constants.
+    "JOIN pg_catalog.pg_namespace AS n "
+    "ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
+    "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%s) "
+    "AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,m,f,p,S}'::pg_catalog.char[]) "
+    f"LIMIT {MAX_CATALOG_RELATIONS}"
+)
+
+
+async def _read_catalog(
+    conn: AsyncConnection[Any], schemas: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    cursor = await conn.execute(_CATALOG, (list(schemas),))
+    return [(str(schema), str(name)) for schema, name in await cursor.fetchall()]
+
+
+class _GuardFailed:
+    # The read segment's guard refused: the role could run code nobody trusted.
+    __slots__ = ()
+
+
+def _rows_or_raise(outcome: "FetchedRows | ToolFailure | _GuardFailed") -> FetchedRows:
     if isinstance(outcome, ToolFailure):
         raise outcome
+    if isinstance(outcome, _GuardFailed):
+        raise refusal([_RACE])
     return outcome
 
 
@@ -439,12 +606,12 @@ async def fetch_read_only(
     """Run one statement in a read-only transaction that is always rolled back.
 
     The statement is declared as a cursor over the extended query protocol and at most
-    `max_rows + 1` rows are fetched, in one round trip that ends with the rollback (Rule 2).
-    The session is not reset: the pool does that (`ReadOnlyDatabase`).
+    `max_rows + 1` rows are fetched, in one round trip that ends with the rollback (Rule 3),
+    without the guard or the byte bound. The session is not reset: the pool does that.
 
     Args:
-        conn: An idle autocommit connection loading values with `sql_values.make_adapters()`.
-        statement: The SQL to run; the policy's `CheckedQuery.sql`, never caller text.
+        conn: An idle autocommit connection loading values with `values.make_adapters()`.
+        statement: The SQL to run.
         max_rows: The most rows returned.
         statement_timeout_ms: The transaction-local statement_timeout.
         client_timeout: Seconds after which the client cancels the query itself.
@@ -453,43 +620,45 @@ async def fetch_read_only(
         The rows.
 
     Raises:
-        ToolFailure: PostgreSQL refused the query, it timed out, or its result is too large.
+        ToolFailure: PostgreSQL refused the query, or it timed out.
         DatabaseUnavailable: The connection or the server failed.
     """
     outcome = await _read_in_one_round_trip(
         conn,
-        statement,
-        max_rows=max_rows,
+        ExecutableStatement(statement, max_rows, 0, wrapped=False),
         statement_timeout_ms=statement_timeout_ms,
         client_timeout=client_timeout,
         pins=None,
+        guarded=False,
     )
     return _rows_or_raise(outcome)
 
 
 async def _read_in_one_round_trip(
     conn: AsyncConnection[Any],
-    statement: str,
+    statement: ExecutableStatement,
     *,
-    max_rows: int,
     statement_timeout_ms: int,
     client_timeout: float,
     pins: SessionPins | None,
-) -> FetchedRows | ToolFailure:
-    # Runs Rule 2's round trip. It returns the rows or the in-band problem the query met, once
-    # the cleanup segment has ended the transaction and, given `pins`, cleared the session and
-    # proved the pins; it raises when that cannot be established, after `_recover()`.
+    guarded: bool,
+) -> "FetchedRows | ToolFailure | _GuardFailed":
+    # Runs Rule 3's round trip. It returns the rows, the in-band problem the query met or the
+    # guard's refusal, once the cleanup segment has ended the transaction and, given `pins`,
+    # cleared the session and proved the pins; it raises when that cannot be established,
+    # after `_recover()`.
     #
-    # The checked statement is inserted as SQL on purpose: it is the policy's regenerated
-    # text, and the extended protocol refuses anything but one statement (test_sql_tool.py
-    # reads the server log to prove it travels that way).
+    # The statement is inserted as SQL on purpose: it is the text `statement.py` built and
+    # proved, and the extended protocol refuses anything but one statement.
     encoding = conn.info.encoding
-    read_segment = (
-        _BEGIN,
-        b"SET LOCAL statement_timeout = %d" % statement_timeout_ms,
-        _DECLARE + statement.encode(encoding),
-        b"FETCH FORWARD %d FROM %b" % (max_rows + 1, _CURSOR),
-    )
+    read_segment: list[bytes] = [_BEGIN, b"SET LOCAL statement_timeout = %d" % statement_timeout_ms]
+    if guarded:
+        read_segment.append(_EXECUTE_GUARD)
+    if statement.explain_format is None:
+        read_segment.append(_DECLARE + statement.sql.encode(encoding))
+        read_segment.append(b"FETCH FORWARD %d FROM %b" % (statement.max_rows + 1, _CURSOR))
+    else:
+        read_segment.append(statement.sql.encode(encoding))
     cleanup_segment = (_ROLLBACK,) if pins is None else (_ROLLBACK, *pins.cleanup_statements())
     try:
         async with asyncio.timeout(client_timeout), conn.lock:
@@ -516,10 +685,29 @@ async def _read_in_one_round_trip(
         # connection is never used again.
         await conn.close()
         raise
+    return _outcome(
+        conn, statement, read, guarded=guarded, statement_timeout_ms=statement_timeout_ms
+    )
+
+
+def _outcome(
+    conn: AsyncConnection[Any],
+    statement: ExecutableStatement,
+    read: list[PGresult],
+    *,
+    guarded: bool,
+    statement_timeout_ms: int,
+) -> "FetchedRows | ToolFailure | _GuardFailed":
+    # What the read segment's results mean: the guard's refusal, the query's problem, or rows.
+    encoding = conn.info.encoding
     # The first statement that did not complete failed; the ones after it were skipped.
-    failed = next((result for result in read if result.status not in _COMPLETED), None)
+    failed = next(
+        (index for index, result in enumerate(read) if result.status not in _COMPLETED), None
+    )
     if failed is not None:
-        error = error_from_result(failed, encoding=encoding)
+        error = error_from_result(read[failed], encoding=encoding)
+        if guarded and failed == _GUARD_INDEX and error.sqlstate == GUARD_SQLSTATE:
+            return _GuardFailed()
         problem = translate_database_error(error, statement_timeout_ms)
         if not isinstance(problem, ToolFailure):
             raise problem from error
@@ -527,11 +715,22 @@ async def _read_in_one_round_trip(
         return problem
     fetched = read[-1]
     columns = [(fetched.fname(index) or b"").decode(encoding) for index in range(fetched.nfields)]
+    rows = _load_rows(conn, fetched)
     try:
-        rows = normalise_rows(_load_rows(conn, fetched))
+        if statement.wrapped:
+            # Rule 4: the last column is the running total of the rows' text bytes.
+            kept, reason = bound_rows(rows, statement.max_result_bytes, statement.max_rows)
+            columns.pop()
+        else:
+            kept = rows[: statement.max_rows]
+            reason = "max_rows" if len(rows) > statement.max_rows else None
+        normalised = normalise_rows(kept, columns, statement.max_result_bytes)
     except ToolFailure as exc:
         return exc
-    return FetchedRows(columns=columns, rows=rows[:max_rows], truncated=len(rows) > max_rows)
+    reason = normalised.truncated_reason or reason
+    return FetchedRows(
+        columns=columns, rows=normalised.rows, truncated=reason is not None, truncated_reason=reason
+    )
 
 
 def _load_rows(conn: AsyncConnection[Any], result: PGresult) -> list[list[Any]]:

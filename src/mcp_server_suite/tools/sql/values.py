@@ -10,19 +10,24 @@ Rules:
    output is strict JSON. `numeric` stays text (its precision exceeds a double), as do
    `money`, UUIDs, network addresses, ranges, geometric types, enums, composites and every type
    this module does not name: their PostgreSQL text form.
-3. Dates, times and timestamps are ISO 8601 (`2024-01-02T03:04:05.5+00`); intervals are ISO
-   8601 durations (`P1DT2H`); `bytea` is `\\x` followed by hex digits. Values ISO 8601 cannot
+3. Dates, times and timestamps are ISO 8601 with an offset of hours and minutes
+   (`2024-01-02T03:04:05.5+00:00`, which JavaScript's `Date` reads); intervals are ISO 8601
+   durations (`P1DT2H`); `bytea` is `\\x` followed by hex digits. Values ISO 8601 cannot
    express (`infinity`, years BC) keep PostgreSQL's spelling.
 4. Arrays of built-in types become nested JSON arrays of their elements' forms; `json` and
    `jsonb` become the JSON they hold, refused beyond `MAX_JSON_DEPTH` levels of nesting.
-5. A result is measured before its JSON documents are decoded and it is validated and
-   encoded (each of which multiplies its size): one holding more than `MAX_RESULT_CHARS`
-   characters of values is refused.
+5. A result is bounded in bytes twice. PostgreSQL bounds the row text it sends
+   (`statement.py`): `bound_rows` keeps the rows within `MCP_SQL_MAX_RESULT_BYTES` and refuses
+   a first row past it. Then, because each value goes out twice (as `structuredContent` and
+   inside the text block, escaped once more) and ASCII-escaped, `normalise_rows` cuts the
+   rows at `RESPONSE_FACTOR` times that bound of encoded response (4 MiB by default),
+   measured exactly only when the worst case could exceed it.
 """
 
 import json
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Final
 
 from psycopg import postgres
@@ -33,16 +38,25 @@ from mcp_server_suite.schemas.problems import MCPErrorCode
 
 __all__ = [
     "MAX_JSON_DEPTH",
-    "MAX_RESULT_CHARS",
+    "RESPONSE_FACTOR",
+    "NormalisedRows",
     "RawJSON",
+    "bound_rows",
     "make_adapters",
     "normalise_rows",
 ]
 
-# 50 rows of ordinary width are a few KiB. 4 Mi characters leave room for wide JSON documents
-# while keeping one response far below the 256 MiB memory limit of the shipped container, and
-# far beyond what a model can read.
-MAX_RESULT_CHARS: Final = 4 * 1024 * 1024
+# A response may carry this many times MCP_SQL_MAX_RESULT_BYTES of encoded rows: 4 MiB at the
+# default 1 MiB, enough for the rows twice (text block and structuredContent) with room for
+# escaping, far below the 256 MiB memory limit of the shipped container.
+RESPONSE_FACTOR: Final = 4
+# A byte of row text becomes at most this many characters of response: 6 as an ASCII JSON
+# escape in structuredContent (`\u0001`), 7 in the text block, where the escape's backslash is
+# escaped again. Results whose bytes times this fit the response bound are not measured.
+_WORST_EXPANSION: Final = 13
+# The response's own members besides rows and column names (counts, flags, the JSON-RPC and
+# MCP envelope) are counted as this many characters.
+_RESPONSE_OVERHEAD: Final = 1024
 
 # JSON nested deeper than this is refused rather than decoded: every later stage (the result
 # model, the JSON encoder, the client) recurses once per level. No real document needs 64.
@@ -62,6 +76,9 @@ _JSON_STRUCTURE: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 # PostgreSQL's ISO style separates date and time with a space; ISO 8601 wants a T.
 _ISO_DATETIME: Final = re.compile(r"\d{4}-\d\d-\d\d \d")
+# An offset of whole hours at the end of a time (`+05`), which ISO 8601 readers such as
+# JavaScript's `Date` want as `+05:00`.
+_HOUR_OFFSET: Final = re.compile(r"([+-]\d\d)$")
 
 
 class RawJSON(str):
@@ -93,9 +110,11 @@ class _JSONLoader(Loader):
 class _DateTimeLoader(Loader):
     def load(self, data: Buffer) -> str:
         text = bytes(data).decode("ascii")
-        if _ISO_DATETIME.match(text) and not text.endswith(" BC"):
-            return f"{text[:10]}T{text[11:]}"
-        return text
+        if text.endswith(" BC"):
+            return text
+        if _ISO_DATETIME.match(text):
+            text = f"{text[:10]}T{text[11:]}"
+        return _HOUR_OFFSET.sub(r"\1:00", text) if ":" in text else text
 
 
 def make_adapters() -> AdaptersMap:
@@ -125,18 +144,76 @@ def make_adapters() -> AdaptersMap:
     return adapters
 
 
-def normalise_rows(rows: list[list[Any]]) -> list[list[Any]]:
-    """Turn loaded rows into rows of JSON values, in place, after checking their size.
+@dataclass(frozen=True, slots=True)
+class NormalisedRows:
+    """Rows of JSON values, and why the bound cut them, if it did.
+
+    Attributes:
+        rows: The rows kept.
+        truncated_reason: `max_result_bytes` when the response bound cut rows, else None.
+    """
+
+    rows: list[list[Any]]
+    truncated_reason: str | None
+
+
+def bound_rows(
+    rows: list[list[Any]], max_result_bytes: int, max_rows: int
+) -> tuple[list[list[Any]], str | None]:
+    """Keep the rows PostgreSQL sent within the byte bound, and say why rows were cut.
+
+    Args:
+        rows: Loaded rows whose last value is the running total of the rows' text bytes
+            (`statement.py`); rows past the bound hold NULLs. The total is removed.
+        max_result_bytes: `MCP_SQL_MAX_RESULT_BYTES`.
+        max_rows: The most rows the caller receives.
+
+    Returns:
+        The rows kept, and `max_rows` or `max_result_bytes` when rows were cut, else None.
+
+    Raises:
+        ToolFailure: The first row alone is larger than the bound (`MCP_VALIDATION_ERROR`).
+    """
+    within = 0
+    for row in rows:
+        if row[-1] > max_result_bytes:
+            break
+        within += 1
+    if rows and within == 0:
+        raise ToolFailure(
+            f"A single row of the result holds {rows[0][-1]} bytes of text, more than the "
+            f"{max_result_bytes} bytes MCP_SQL_MAX_RESULT_BYTES allows: select fewer or "
+            "narrower columns, or a part of the value (left(), substr()).",
+            code=MCPErrorCode.VALIDATION_ERROR,
+            invalid_params=("query",),
+            metadata={"row_bytes": int(rows[0][-1]), "max_result_bytes": max_result_bytes},
+        )
+    kept = [row[:-1] for row in rows[: min(within, max_rows)]]
+    if len(rows) > max_rows and within >= max_rows:
+        return kept, "max_rows"
+    if within < len(rows):
+        return kept, "max_result_bytes"
+    return kept, None
+
+
+def normalise_rows(
+    rows: list[list[Any]], columns: list[str], max_result_bytes: int = 0
+) -> NormalisedRows:
+    """Turn loaded rows into rows of JSON values, in place, within the response bound.
 
     Args:
         rows: Rows loaded with `make_adapters()`, as lists; they are changed in place.
+        columns: The column names.
+        max_result_bytes: `MCP_SQL_MAX_RESULT_BYTES`; 0 leaves the response unbounded (for
+            callers that bound it themselves).
 
     Returns:
-        The same rows, with JSON documents decoded.
+        The rows with JSON documents decoded, cut where the response would exceed
+        `RESPONSE_FACTOR * max_result_bytes`.
 
     Raises:
-        ToolFailure: The rows hold more than `MAX_RESULT_CHARS` of text, or a JSON document
-            nests deeper than `MAX_JSON_DEPTH` (`MCP_VALIDATION_ERROR`).
+        ToolFailure: A JSON document nests deeper than `MAX_JSON_DEPTH`
+            (`MCP_VALIDATION_ERROR`).
     """
     total = 0
     nested = False
@@ -151,18 +228,22 @@ def normalise_rows(rows: list[list[Any]]) -> list[list[Any]]:
                 nested = True
             else:
                 total += _SCALAR_CHARS
-    if total > MAX_RESULT_CHARS:
-        raise ToolFailure(
-            f"The result holds {total} characters, more than the {MAX_RESULT_CHARS} allowed: "
-            "select fewer or narrower columns, or fewer rows.",
-            code=MCPErrorCode.VALIDATION_ERROR,
-            invalid_params=("query", "max_rows"),
-            metadata={"result_chars": total, "max_result_chars": MAX_RESULT_CHARS},
-        )
     if nested:
         for row in rows:
             row[:] = [_normalise(value) for value in row]
-    return rows
+    limit = RESPONSE_FACTOR * max_result_bytes - _RESPONSE_OVERHEAD
+    names = sum(len(name) for name in columns) * _WORST_EXPANSION
+    if not max_result_bytes or total * _WORST_EXPANSION + names <= limit:
+        return NormalisedRows(rows, None)
+    # Rule 5: measured exactly, as the response will carry them.
+    encoded_names = json.dumps(columns, ensure_ascii=True)
+    used = 2 * len(encoded_names) + encoded_names.count("\\") + encoded_names.count('"')
+    for index, row in enumerate(rows):
+        encoded = json.dumps(row, ensure_ascii=True)
+        used += 2 * len(encoded) + encoded.count("\\") + encoded.count('"') + 2
+        if used > limit:
+            return NormalisedRows(rows[:index], "max_result_bytes")
+    return NormalisedRows(rows, None)
 
 
 # A number, a boolean or a null counts as this many characters: about its JSON length.

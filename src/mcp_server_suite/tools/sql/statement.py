@@ -1,0 +1,247 @@
+"""The second layer of `read_only_sql`: the statement that runs, built from the checked tree.
+
+Rules:
+
+1. The session's `search_path` holds trusted schemas only (`pg_catalog`, the schemas of the
+   extensions the operator trusts, `pg_temp` last), so unqualified functions, operators and
+   types resolve to trusted code alone. Relations are qualified here instead: each
+   unqualified name is looked up in the `RelationCatalog`, as `search_path` would have
+   searched `pg_catalog, <MCP_SQL_SCHEMAS>`, and the schema found is written before it.
+   A name that is also a common table expression of the query, or that no schema holds, is
+   left as it is (PostgreSQL then names it in a 42P01 error, with the schemas searched).
+2. The text that runs is the caller's own statement with those schemas inserted, nothing
+   else changed, inside a fixed wrapper that bounds the result: at most `max_rows + 1`
+   rows, and each row's columns only while the running total of the rows' text sizes,
+   computed by PostgreSQL, stays within `max_result_bytes`. Rows past the bound arrive as
+   NULLs with their size, so the server never receives more row data than the bound.
+3. That text is parsed again, and its tree must equal the checked tree with the
+   qualifications (and the wrapper's template around it), byte offsets aside. Anything else
+   is a `PolicyDefect`: what runs is exactly what was checked.
+4. EXPLAIN runs the qualified query (without the wrapper), with the options as the policy
+   rendered them.
+"""
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from mcp_server_suite.tools.sql.policy import CheckedTree, parse_tree_json, same_tree
+
+__all__ = [
+    "MAX_CATALOG_RELATIONS",
+    "RESULT_BYTES_COLUMN",
+    "ExecutableStatement",
+    "PolicyDefect",
+    "RelationCatalog",
+    "quote_identifier",
+    "render_statement",
+    "wrap_statement",
+]
+
+# The column the wrapper adds: the running total, in bytes, of the rows' text up to this row.
+RESULT_BYTES_COLUMN: Final = "mcp_result_bytes"
+
+# A catalog holds at most this many relation names (about 10 MiB of memory); a database with
+# more is still served, and the names beyond are reported as not found.
+MAX_CATALOG_RELATIONS: Final = 100_000
+
+_QUERY_MARK: Final = "SELECT 1"
+# `q` is the caller's query; `s` adds each row's text size (its composite text, which is at
+# least as long as its columns' text together), `w` the running total, and the lateral
+# join keeps a row's columns only while that total is within the bound. The row cap sits
+# below the window, so PostgreSQL stops after `max_rows + 1` rows.
+_WRAPPER: Final = (
+    "SELECT r.*, w.mcp_result_bytes FROM (SELECT s.mcp_row, pg_catalog.sum(s.mcp_row_bytes) "
+    "OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mcp_result_bytes FROM ("
+    "SELECT q AS mcp_row, pg_catalog.octet_length(q::pg_catalog.text) AS mcp_row_bytes "
+    "FROM (\n{query}\n) AS q LIMIT {rows}) AS s) AS w "
+    "LEFT JOIN LATERAL (SELECT (w.mcp_row).*) AS r "
+    "ON w.mcp_result_bytes OPERATOR(pg_catalog.<=) {budget}"
+)
+# Where the caller's query sits in the wrapper's tree.
+_QUERY_PATH: Final = (
+    "SelectStmt",
+    "fromClause",
+    0,
+    "JoinExpr",
+    "larg",
+    "RangeSubselect",
+    "subquery",
+    "SelectStmt",
+    "fromClause",
+    0,
+    "RangeSubselect",
+    "subquery",
+    "SelectStmt",
+    "fromClause",
+    0,
+    "RangeSubselect",
+    "subquery",
+)
+
+
+class PolicyDefect(RuntimeError):
+    """The statement that would run is not what was checked: a bug, never the caller's fault."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutableStatement:
+    """A checked statement, ready to run.
+
+    Attributes:
+        sql: The text to execute.
+        max_rows: The most rows the caller receives.
+        max_result_bytes: The most bytes of row text the server may receive.
+        explain_format: None for a query run as a cursor; `text` or `json` for an EXPLAIN,
+            which runs as it is.
+        wrapped: The statement is inside the byte-bounding wrapper, whose last column is the
+            running total of the rows' text bytes.
+    """
+
+    sql: str
+    max_rows: int
+    max_result_bytes: int
+    explain_format: str | None = None
+    wrapped: bool = True
+
+
+class RelationCatalog:
+    """Which schema an unqualified relation name means, as `search_path` would decide.
+
+    Args:
+        schemas: The schemas searched after `pg_catalog` (`MCP_SQL_SCHEMAS`), in order.
+        relations: (schema, name) of every relation of `pg_catalog` and those schemas.
+    """
+
+    def __init__(self, schemas: tuple[str, ...], relations: Iterable[tuple[str, str]]) -> None:
+        order = {schema: rank for rank, schema in enumerate(("pg_catalog", *schemas))}
+        found: dict[str, tuple[int, str]] = {}
+        for count, (schema, name) in enumerate(relations):
+            if count >= MAX_CATALOG_RELATIONS:
+                break
+            rank = order.get(schema)
+            if rank is not None and (name not in found or rank < found[name][0]):
+                found[name] = (rank, schema)
+        self.schemas: Final = schemas
+        self._schema_of: Final[Mapping[str, str]] = MappingProxyType(
+            {name: schema for name, (_, schema) in found.items()}
+        )
+
+    def schema_of(self, name: str) -> str | None:
+        """Return the schema that holds `name` first, or None when none does."""
+        return self._schema_of.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._schema_of
+
+
+def quote_identifier(name: str) -> str:
+    """Return `name` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def render_statement(
+    checked: CheckedTree,
+    catalog: RelationCatalog,
+    *,
+    max_rows: int,
+    max_result_bytes: int,
+) -> ExecutableStatement:
+    """Qualify the checked statement's relations, wrap it, and prove the result (Rules 1-4).
+
+    Args:
+        checked: The statement, as the policy returned it.
+        catalog: Where unqualified relations are found.
+        max_rows: The most rows the caller receives.
+        max_result_bytes: The most bytes of row text the server may receive.
+
+    Returns:
+        The statement to execute.
+
+    Raises:
+        ToolFailure: The text to run could not be parsed (`MCP_VALIDATION_ERROR`).
+        PolicyDefect: The text to run does not hold exactly the checked tree.
+    """
+    statement = checked.statement
+    source = statement.source
+    pieces: list[bytes] = []
+    position = checked.start
+    for relation in sorted(checked.relations, key=lambda ref: ref.offset):
+        schema = None if relation.name in checked.ctes else catalog.schema_of(relation.name)
+        if schema is None or schema == "pg_catalog":
+            continue
+        pieces.append(source[position : relation.offset])
+        pieces.append(quote_identifier(schema).encode() + b".")
+        position = relation.offset
+        # The tree the text must parse to: the same node, now qualified.
+        relation.node["schemaname"] = schema
+    pieces.append(source[position : statement.end])
+    query = b"".join(pieces).decode("utf-8")
+    if checked.explain_format is not None:
+        sql = f"EXPLAIN {checked.explain}\n{query}"
+        tree = _only_statement(sql)
+        inner = tree.get("ExplainStmt", {}).get("query", {}).get("SelectStmt")
+        if inner is None or not same_tree(inner, checked.query):
+            raise PolicyDefect("the EXPLAIN that would run differs from the checked query")
+        return ExecutableStatement(
+            sql, max_rows, max_result_bytes, explain_format=checked.explain_format, wrapped=False
+        )
+    sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
+    tree = _only_statement(sql)
+    inner = _detach(tree, _QUERY_PATH)
+    if (
+        inner is None
+        or not same_tree(inner, {"SelectStmt": checked.query})
+        or not same_tree(tree, _template(max_rows + 1, max_result_bytes))
+    ):
+        raise PolicyDefect("the statement that would run differs from the checked query")
+    return ExecutableStatement(sql, max_rows, max_result_bytes)
+
+
+def wrap_statement(query: str, *, max_rows: int, max_result_bytes: int) -> ExecutableStatement:
+    """Put a trusted SELECT inside the byte-bounding wrapper (Rule 2), without a check.
+
+    For the server's own fixed queries (`schema_tool.py`); a caller's query goes through
+    `render_statement`, which proves the result.
+
+    Args:
+        query: One SELECT.
+        max_rows: The most rows the caller receives.
+        max_result_bytes: The most bytes of row text the server may receive.
+    """
+    sql = _WRAPPER.format(query=query, rows=max_rows + 1, budget=max_result_bytes)
+    return ExecutableStatement(sql, max_rows, max_result_bytes)
+
+
+def _only_statement(sql: str) -> dict[str, Any]:
+    statements = parse_tree_json(sql).get("stmts", [])
+    if len(statements) != 1:
+        raise PolicyDefect("the statement that would run is not one statement")
+    stmt: dict[str, Any] = statements[0]["stmt"]
+    return stmt
+
+
+def _detach(tree: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any] | None:
+    # Removes the node at `path` from `tree` and returns it, or None when the path is absent.
+    node: Any = tree
+    for step in path[:-1]:
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    last = path[-1]
+    if not isinstance(node, dict) or last not in node:
+        return None
+    detached: dict[str, Any] = node.pop(last)
+    return detached
+
+
+@functools.lru_cache(maxsize=64)
+def _template(rows: int, budget: int) -> dict[str, Any]:
+    # The wrapper's own tree without the query, for each row cap and bound in use (at most
+    # 50 caps times the one configured bound); never changed once built.
+    tree = _only_statement(_WRAPPER.format(query=_QUERY_MARK, rows=rows, budget=budget))
+    _detach(tree, _QUERY_PATH)
+    return tree

@@ -1,0 +1,253 @@
+"""`read_only_sql`: one checked, bounded read against PostgreSQL, through every layer in turn.
+
+Rules:
+
+1. Importing this module loads nothing from the SQL stack: pglast, psycopg and psycopg_pool
+   load on the first call (`policy`, `statement`, `session`), so a server that never runs a
+   query starts fast and small.
+2. A call meets the layers in the order of the package's files: the policy refuses what it
+   forbids before any connection is touched (`policy.py`); the statement that runs is the
+   checked one with its relations qualified from the catalog, bounded in rows and bytes, and
+   proved by a second parse (`statement.py`); the role audit refuses while the role could
+   run untrusted code (`role_audit.py`); the read runs in a read-only transaction that is
+   always rolled back, on a session whose `search_path` holds trusted schemas only
+   (`session.py`); values become JSON within the response bound (`values.py`).
+3. The checked statement is a pure function of (query, max_rows, catalog), so the statements
+   of the most recent distinct calls are kept until the catalog is read again.
+"""
+
+import asyncio
+import functools
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Final
+
+from mcp_server_suite.config import ConfigError, Settings
+from mcp_server_suite.schemas.sql import ReadOnlySQLParams, ReadOnlySQLResult
+from mcp_server_suite.workers import run_blocking
+
+if TYPE_CHECKING:
+    from mcp_server_suite.tools.sql.policy import CheckedTree, FunctionPolicy
+    from mcp_server_suite.tools.sql.role_audit import TrustedCode
+    from mcp_server_suite.tools.sql.session import ReadOnlyDatabase
+    from mcp_server_suite.tools.sql.statement import ExecutableStatement, RelationCatalog
+
+__all__ = [
+    "DESCRIPTION",
+    "INLINE_POLICY_CHARS",
+    "POLICY_CACHE_ENTRIES",
+    "SQLTool",
+    "check_untrusted_sql",
+    "trusted_code",
+]
+
+DESCRIPTION: Final = (
+    "Run one read-only PostgreSQL query (a SELECT, VALUES or TABLE, a UNION, INTERSECT or "
+    "EXCEPT of them, or a plain EXPLAIN of one) and return at most max_rows rows (50 at "
+    "most) as JSON. Writes, several statements, bind parameters, row locks and functions "
+    "with side effects are refused; only built-in functions known to be free of side "
+    "effects may be called. Unqualified tables are looked up in the configured schemas; use "
+    "sql_schema to list them. truncated is true when more rows existed than were returned, "
+    "and truncated_reason says which bound (max_rows or max_result_bytes) ended them."
+)
+
+# Queries up to this length are checked on the event loop: PostgreSQL's parser reads them in
+# microseconds, far less than handing them to a thread. Longer ones are checked in a worker
+# thread so that other calls keep moving.
+INLINE_POLICY_CHARS: Final = 2_000
+
+# The statements of the most recent distinct calls are kept (Rule 3): clients repeat
+# queries (polling, retries). 256 entries of at most 10,000 characters bound the cache to a
+# few MiB.
+POLICY_CACHE_ENTRIES: Final = 256
+
+
+def trusted_code(settings: Settings) -> "TrustedCode":
+    """Return what the settings trust, for the role audit.
+
+    Args:
+        settings: The validated configuration.
+    """
+    from mcp_server_suite.tools.sql.role_audit import TrustedCode  # noqa: PLC0415  # Rule 1.
+
+    return TrustedCode(
+        schemas=settings.sql_schemas,
+        extensions=settings.sql_trusted_extensions,
+        functions=tuple(sorted(name for name in settings.sql_allowed_functions if "." in name)),
+    )
+
+
+def check_untrusted_sql(
+    text: str, *, functions: "FunctionPolicy", schemas: tuple[str, ...]
+) -> "CheckedTree":
+    """Run the policy alone: parse the text and check its tree (`policy.py`).
+
+    Args:
+        text: The untrusted query.
+        functions: The functions the query may call.
+        schemas: `MCP_SQL_SCHEMAS`.
+
+    Returns:
+        The checked statement, its relations not yet qualified.
+
+    Raises:
+        ToolFailure: The query is refused (`MCP_QUERY_VIOLATION`) or cannot be parsed
+            (`MCP_VALIDATION_ERROR`).
+    """
+    from mcp_server_suite.tools.sql.policy import (  # noqa: PLC0415  # Rule 1.
+        check_untrusted_tree,
+        parse_untrusted_sql,
+    )
+
+    return check_untrusted_tree(parse_untrusted_sql(text), functions, schemas=schemas)
+
+
+def _prepare(
+    text: str,
+    *,
+    max_rows: int,
+    max_result_bytes: int,
+    functions: "FunctionPolicy",
+    catalog: "RelationCatalog",
+) -> "ExecutableStatement":
+    # The policy, then the statement that runs: one pure function, for the cache (Rule 3).
+    from mcp_server_suite.tools.sql.statement import render_statement  # noqa: PLC0415
+
+    checked = check_untrusted_sql(text, functions=functions, schemas=catalog.schemas)
+    return render_statement(checked, catalog, max_rows=max_rows, max_result_bytes=max_result_bytes)
+
+
+class SQLTool:
+    """The `read_only_sql` tool: the policy, and a database pool opened on the first call.
+
+    Args:
+        settings: The validated configuration; `sql_dsn` must be set.
+
+    Raises:
+        ConfigError: `sql_dsn` is unset.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        if settings.sql_dsn is None:
+            raise ConfigError("MCP_SQL_DSN", "a DSN to enable read_only_sql")
+        self._settings: Final = settings
+        self._dsn: Final = settings.sql_dsn
+        self._database: ReadOnlyDatabase | None = None
+        self._functions: FunctionPolicy | None = None
+        self._opening: Final = asyncio.Lock()
+        # Only statements that passed are kept, for the catalog they were built with.
+        self._checked: OrderedDict[tuple[str, int], ExecutableStatement] = OrderedDict()
+        self._checked_for: RelationCatalog | None = None
+
+    async def run(self, params: ReadOnlySQLParams) -> ReadOnlySQLResult:
+        """Check and run one query.
+
+        Args:
+            params: The validated arguments.
+
+        Returns:
+            The rows.
+
+        Raises:
+            ToolFailure: The policy, the role audit or PostgreSQL refused the query, it timed
+                out, its first row is too large, or every connection stayed busy (in-band).
+            DatabaseUnavailable: PostgreSQL could not be reached or failed (internal error).
+        """
+        statement = await self._check(params)
+        fetched = await self._database_or_open()
+        rows = await fetched.run(statement)
+        return ReadOnlySQLResult(
+            columns=rows.columns,
+            rows=rows.rows,
+            row_count=len(rows.rows),
+            truncated=rows.truncated,
+            truncated_reason=rows.truncated_reason,  # type: ignore[arg-type]  # One of the Literal's values (session.py).
+        )
+
+    async def _check(self, params: ReadOnlySQLParams) -> "ExecutableStatement":
+        from mcp_server_suite.tools.sql.policy import FunctionPolicy  # noqa: PLC0415  # Rule 1.
+
+        key = (params.query, params.max_rows)
+        database = self._database
+        if database is not None:
+            catalog = await database.catalog()
+            cached = self._checked.get(key) if self._checked_for is catalog else None
+            if cached is not None:
+                self._checked.move_to_end(key)
+                return cached
+        if self._functions is None:
+            self._functions = FunctionPolicy(extra=self._settings.sql_allowed_functions)
+        functions = self._functions
+        schemas = self._settings.sql_schemas
+        long_query = len(params.query) > INLINE_POLICY_CHARS
+        # The policy refuses before any connection is touched (Rule 2).
+        if long_query:
+            checked = await run_blocking(
+                check_untrusted_sql, params.query, functions=functions, schemas=schemas
+            )
+        else:
+            checked = check_untrusted_sql(params.query, functions=functions, schemas=schemas)
+        database = await self._database_or_open()
+        catalog = await database.catalog()
+        if any(
+            ref.name not in catalog and ref.name not in checked.ctes for ref in checked.relations
+        ):
+            # A relation the catalog does not hold may have been created since it was read.
+            catalog = await database.catalog(missing=True)
+        prepare = functools.partial(
+            _prepare,
+            params.query,
+            max_rows=params.max_rows,
+            max_result_bytes=self._settings.sql_max_result_bytes,
+            functions=functions,
+            catalog=catalog,
+        )
+        statement = await run_blocking(prepare) if long_query else prepare()
+        if self._checked_for is not catalog:
+            self._checked.clear()
+            self._checked_for = catalog
+        self._checked[key] = statement
+        if len(self._checked) > POLICY_CACHE_ENTRIES:
+            self._checked.popitem(last=False)
+        return statement
+
+    @property
+    def schemas(self) -> tuple[str, ...]:
+        """`MCP_SQL_SCHEMAS`, in search order."""
+        return self._settings.sql_schemas
+
+    @property
+    def max_result_bytes(self) -> int:
+        """`MCP_SQL_MAX_RESULT_BYTES`."""
+        return self._settings.sql_max_result_bytes
+
+    async def database(self) -> "ReadOnlyDatabase":
+        """The database, whose pool is opened by the first call that needs it."""
+        return await self._database_or_open()
+
+    async def _database_or_open(self) -> "ReadOnlyDatabase":
+        async with self._opening:
+            if self._database is None:
+                from mcp_server_suite.tools.sql.session import (  # noqa: PLC0415  # Rule 1.
+                    ReadOnlyDatabase,
+                )
+
+                settings = self._settings
+                database = ReadOnlyDatabase(
+                    self._dsn.get_secret_value(),
+                    trusted=trusted_code(settings),
+                    statement_timeout_ms=round(settings.sql_query_timeout * 1000),
+                    application_name=settings.sql_application_name,
+                    connect_timeout=settings.sql_connect_timeout,
+                    query_timeout=settings.sql_query_timeout,
+                    pool_max_size=settings.sql_pool_max_size,
+                )
+                await database.open()
+                self._database = database
+            return self._database
+
+    async def aclose(self) -> None:
+        """Close the pool, if a call opened it."""
+        async with self._opening:
+            database, self._database = self._database, None
+        if database is not None:
+            await database.close()
