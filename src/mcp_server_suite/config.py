@@ -40,6 +40,15 @@ MAX_DSN_FILE_BYTES: Final = 64 * 1024
 # PostgreSQL truncates application_name to NAMEDATALEN - 1 = 63 bytes.
 MAX_APPLICATION_NAME: Final = 63
 
+# The bytes of row text one SQL call may receive: 4 KiB still holds a useful row; 16 MiB keeps
+# a response (four times the bound, `tools/sql/values.py`) far below the container's memory.
+MIN_RESULT_BYTES: Final = 4_096
+MAX_RESULT_BYTES: Final = 16_777_216
+
+# Extensions whose functions act outside a rolled-back read-only transaction (they open
+# connections or touch server files), which MCP_SQL_TRUSTED_EXTENSIONS therefore refuses.
+UNTRUSTABLE_EXTENSIONS: Final = frozenset({"adminpack", "dblink", "file_fdw", "postgres_fdw"})
+
 # PostgreSQL identifiers are at most 63 bytes; schema and function names are checked against
 # this shape so they can be quoted into `search_path` without escaping.
 _PG_IDENTIFIER: Final = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
@@ -118,6 +127,8 @@ class Settings:
     sql_application_name: str = "mcp-server-suite"
     sql_schemas: tuple[str, ...] = ("public",)
     sql_allowed_functions: frozenset[str] = field(default_factory=frozenset)
+    sql_trusted_extensions: tuple[str, ...] = ()
+    sql_max_result_bytes: int = 1_048_576
     safe_data_dir: Path | None = None
     metrics_enabled: bool = True
     metrics_cpu_sample_seconds: float = 0.1
@@ -171,6 +182,14 @@ class Settings:
             sql_schemas=get("MCP_SQL_SCHEMAS", _schema_list, defaults.sql_schemas),
             sql_allowed_functions=get(
                 "MCP_SQL_ALLOWED_FUNCTIONS", _function_set, defaults.sql_allowed_functions
+            ),
+            sql_trusted_extensions=get(
+                "MCP_SQL_TRUSTED_EXTENSIONS", _extension_list, defaults.sql_trusted_extensions
+            ),
+            sql_max_result_bytes=get(
+                "MCP_SQL_MAX_RESULT_BYTES",
+                _integer(MIN_RESULT_BYTES, MAX_RESULT_BYTES),
+                defaults.sql_max_result_bytes,
             ),
             safe_data_dir=get("MCP_SAFE_DATA_DIR", _existing_directory, None),
             metrics_enabled=get("MCP_METRICS_ENABLED", _boolean, defaults.metrics_enabled),
@@ -231,6 +250,8 @@ KNOWN_VARIABLES: Final = frozenset(
         "MCP_SQL_APPLICATION_NAME",
         "MCP_SQL_SCHEMAS",
         "MCP_SQL_ALLOWED_FUNCTIONS",
+        "MCP_SQL_TRUSTED_EXTENSIONS",
+        "MCP_SQL_MAX_RESULT_BYTES",
         "MCP_SAFE_DATA_DIR",
         "MCP_METRICS_ENABLED",
         "MCP_METRICS_CPU_SAMPLE_SECONDS",
@@ -334,8 +355,35 @@ def _schema_list(name: str, raw: str) -> tuple[str, ...]:
 
 
 def _function_set(name: str, raw: str) -> frozenset[str]:
+    # The denylist is data only (no SQL stack loads with it); it is read here, once the
+    # variable is set, so that a denied name stops the server at start-up.
+    from mcp_server_suite.tools.sql.functions import denial_reason  # noqa: PLC0415
+
     accepts = "a comma-separated list of lower-case function names, optionally schema-qualified"
-    return frozenset(_identifier_list(name, raw, _PG_QUALIFIED_NAME, accepts))
+    functions = frozenset(_identifier_list(name, raw, _PG_QUALIFIED_NAME, accepts))
+    for entry in sorted(functions):
+        if denial_reason(entry.rpartition(".")[2]) is not None:
+            raise ConfigError(
+                name,
+                "functions the denylist allows (it names functions that act outside a "
+                "read-only transaction)",
+                entry,
+            )
+    return functions
+
+
+def _extension_list(name: str, raw: str) -> tuple[str, ...]:
+    accepts = "a comma-separated list of lower-case extension names"
+    extensions = _identifier_list(name, raw, _PG_IDENTIFIER, accepts)
+    for extension in extensions:
+        if extension in UNTRUSTABLE_EXTENSIONS:
+            raise ConfigError(
+                name,
+                "extensions whose code stays within a read-only transaction (adminpack, "
+                "dblink, file_fdw and postgres_fdw reach outside it)",
+                extension,
+            )
+    return tuple(dict.fromkeys(extensions))
 
 
 def _valid_dsn(name: str, dsn: str) -> SecretStr:

@@ -1,10 +1,10 @@
-"""Contracts of `read_only_sql`.
+"""Contracts of `read_only_sql` and `sql_schema`.
 
-These models import nothing from the SQL stack (sqlglot, psycopg), so `tools/list` can
-describe the tool without loading it.
+These models import nothing from the SQL stack (pglast, psycopg), so `tools/list` can
+describe the tools without loading them.
 """
 
-from typing import Final, Self
+from typing import Annotated, Final, Literal, Self
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
@@ -13,9 +13,15 @@ from mcp_server_suite.schemas.base import StrictModel
 __all__ = [
     "DEFAULT_MAX_ROWS",
     "MAX_QUERY_CHARS",
+    "MAX_SCHEMA_TABLES",
     "MIN_QUERY_CHARS",
     "ReadOnlySQLParams",
     "ReadOnlySQLResult",
+    "SQLColumn",
+    "SQLForeignKey",
+    "SQLSchemaParams",
+    "SQLSchemaResult",
+    "SQLTable",
 ]
 
 # The design document's argument bounds. Six characters is the shortest useful statement
@@ -69,8 +75,13 @@ class ReadOnlySQLResult(StrictModel):
         ),
     )
     row_count: int = Field(ge=0, le=DEFAULT_MAX_ROWS, description="Equals the number of rows.")
-    truncated: bool = Field(
-        description="True when the server's row cap, not the query, bounded the rows."
+    truncated: bool = Field(description="True when a server bound, not the query, ended the rows.")
+    truncated_reason: Literal["max_rows", "max_result_bytes"] | None = Field(
+        default=None,
+        description=(
+            "Which bound ended the rows: max_rows, or max_result_bytes (the server's bound on "
+            "the bytes of row text per call); null when nothing was cut."
+        ),
     )
 
     @model_validator(mode="after")
@@ -79,4 +90,75 @@ class ReadOnlySQLResult(StrictModel):
             raise ValueError("row_count must equal the number of rows")
         if any(len(row) != len(self.columns) for row in self.rows):
             raise ValueError("every row must have one value per column")
+        if self.truncated != (self.truncated_reason is not None):
+            raise ValueError("truncated_reason must be set exactly when truncated is true")
         return self
+
+
+# The tables of one `sql_schema` answer: enough for any schema a model can take in at once;
+# a larger one is listed in part (`truncated`), and `table` describes any one of them.
+MAX_SCHEMA_TABLES: Final = 200
+# PostgreSQL's identifiers are at most 63 bytes; a qualified name is two and a dot.
+_MAX_NAME_CHARS: Final = 130
+# Comments are cut to this many characters: a sentence or two is what a model needs.
+MAX_COMMENT_CHARS: Final = 500
+_Name = Annotated[str, Field(max_length=_MAX_NAME_CHARS)]
+_Comment = Annotated[str, Field(max_length=MAX_COMMENT_CHARS)]
+
+
+class SQLSchemaParams(StrictModel):
+    """Arguments of `sql_schema`."""
+
+    table: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=_MAX_NAME_CHARS,
+        description=(
+            "One table or view to describe, as name or schema.name (names as PostgreSQL "
+            "stores them, usually lower case); omitted, every table and view is listed."
+        ),
+    )
+
+
+class SQLColumn(StrictModel):
+    """One column of a table or view."""
+
+    name: _Name
+    type: Annotated[str, Field(max_length=200)] = Field(
+        description="The SQL type, as format_type() spells it."
+    )
+    nullable: bool
+    comment: _Comment | None = None
+
+
+class SQLForeignKey(StrictModel):
+    """A foreign key: these columns reference those of another table."""
+
+    columns: list[_Name] = Field(max_length=32)
+    references_schema: _Name
+    references_table: _Name
+    references_columns: list[_Name] = Field(max_length=32)
+
+
+class SQLTable(StrictModel):
+    """A table or view of an allowed schema."""
+
+    schema_name: _Name = Field(description="The schema that holds it.")
+    name: _Name
+    kind: Literal["table", "view", "materialized view", "foreign table", "partitioned table"]
+    comment: _Comment | None = None
+    columns: list[SQLColumn] = Field(max_length=MAX_COLUMNS)
+    primary_key: list[_Name] = Field(max_length=32)
+    foreign_keys: list[SQLForeignKey] = Field(max_length=256)
+
+
+class SQLSchemaResult(StrictModel):
+    """Result of `sql_schema`."""
+
+    schemas: list[_Name] = Field(
+        max_length=64, description="The schemas searched, in order (MCP_SQL_SCHEMAS)."
+    )
+    tables: list[SQLTable] = Field(max_length=MAX_SCHEMA_TABLES)
+    truncated: bool = Field(
+        description="True when there were more tables than one answer lists; pass table."
+    )

@@ -32,7 +32,9 @@ def build_registry(settings: Settings) -> ToolRegistry:
     catalog = load_catalog()
     tools: list[RegisteredTool] = []
     if settings.sql_dsn is not None:
-        tools.append(RegisteredTool(catalog["read_only_sql"], lambda: _load_sql(settings)))
+        sql = _SQLLoader(settings)
+        tools.append(RegisteredTool(catalog["read_only_sql"], lambda: sql.load("read_only_sql")))
+        tools.append(RegisteredTool(catalog["sql_schema"], lambda: sql.load("sql_schema")))
     if settings.safe_data_dir is not None:
         opened = open_root(settings.safe_data_dir)
         tools.append(
@@ -50,10 +52,19 @@ def build_registry(settings: Settings) -> ToolRegistry:
 # The loaders import each tool's module on its first call; that is the point of them.
 
 
-def _load_sql(settings: Settings) -> ToolSpec[Any, Any]:
-    from mcp_server_suite.tools.sql import build_sql_tool  # noqa: PLC0415
+class _SQLLoader:
+    # Both SQL tools are built on the first call of either, so that they share one pool.
 
-    return build_sql_tool(settings)
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._specs: dict[str, ToolSpec[Any, Any]] | None = None
+
+    def load(self, name: str) -> ToolSpec[Any, Any]:
+        if self._specs is None:
+            from mcp_server_suite.tools.sql import build_sql_tools  # noqa: PLC0415
+
+            self._specs = build_sql_tools(self._settings)
+        return self._specs[name]
 
 
 def _load_fs(settings: Settings, opened: OpenedRoot) -> ToolSpec[Any, Any]:

@@ -51,12 +51,14 @@ def generate_catalog() -> str:
 
     from mcp_server_suite.tools.fs import build_fs_tool  # noqa: PLC0415  # Loads Pydantic.
     from mcp_server_suite.tools.metrics import build_metrics_tool  # noqa: PLC0415
-    from mcp_server_suite.tools.sql import build_sql_tool  # noqa: PLC0415
+    from mcp_server_suite.tools.sql import build_sql_tools  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as sandbox:
         settings = Settings(sql_dsn=SecretStr(_DESCRIPTION_DSN), safe_data_dir=Path(sandbox))
+        sql_tools = build_sql_tools(settings)
         specs: list[ToolSpec[Any, Any]] = [
-            build_sql_tool(settings),
+            sql_tools["read_only_sql"],
+            sql_tools["sql_schema"],
             build_fs_tool(settings),
             build_metrics_tool(settings),
         ]
