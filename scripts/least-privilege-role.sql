@@ -12,10 +12,20 @@
 --   schema   the one schema whose tables and views the role may read (default reporting)
 --   owner    the role that creates objects in that schema, so that its future tables are
 --            readable too (default: the current user)
+--   trusted_extensions
+--            with revoke_public_execute: the extensions whose functions PUBLIC keeps, as
+--            MCP_SQL_TRUSTED_EXTENSIONS names them (comma-separated, default none)
 --   revoke_public_execute
---            set it (to any value) to also revoke EXECUTE from PUBLIC on the built-in
---            functions that act outside a rolled-back read-only transaction. This changes
---            what every role in the database may call, so it is opt-in.
+--            set it (to any value) to also revoke EXECUTE from PUBLIC on every function that
+--            initdb did not create and no trusted extension holds (and on those the owner
+--            creates later), on the dblink family,
+--            and on the built-ins whose effects survive a rolled-back read-only transaction
+--            (a transaction id, a WAL message, a signal to another session, a session-level
+--            advisory lock, a large object). read_only_sql refuses to serve while its role
+--            may execute code that is neither built in nor part of a trusted extension, or a
+--            built-in of that kind that a view or policy calls. This changes what every role
+--            in the database may call (grant it back to the roles that need it), so it is
+--            opt-in.
 --
 -- The script is idempotent: running it again re-applies every attribute and setting. It
 -- never sets a password; give the role one with `\password mcp_reader`, or connect with peer
@@ -60,12 +70,17 @@ ALTER ROLE :"reader" SET idle_in_transaction_session_timeout = '15s';
 -- Backslashes in plain string literals keep their standard meaning, so a literal cannot
 -- swallow the code after it (the server also pins and checks this on every connection).
 ALTER ROLE :"reader" SET standard_conforming_strings = on;
--- Built-ins first, so an object in the exposed schema cannot shadow one of them.
-ALTER ROLE :"reader" SET search_path = pg_catalog, :"schema";
+-- Names resolve among built-ins only (pg_temp last, so it is never searched first): the
+-- server qualifies the exposed schema's relations itself, and nothing planted in it can
+-- shadow a built-in function, operator or type.
+ALTER ROLE :"reader" SET search_path = pg_catalog, pg_temp;
 -- A sort or hash that spills to disk stops at 1 GB instead of filling the volume.
 ALTER ROLE :"reader" SET temp_file_limit = '1GB';
 
--- Read access to one database and one schema only; ideally a schema of curated views.
+-- Read access to one database and one schema only; ideally a schema of curated views. Nobody
+-- but its owner may create in that schema: an object planted there is code the reader would
+-- run (PostgreSQL 15 and later already create public that way; older databases do not).
+REVOKE CREATE ON SCHEMA :"schema" FROM PUBLIC;
 GRANT CONNECT ON DATABASE :"db" TO :"reader";
 GRANT USAGE ON SCHEMA :"schema" TO :"reader";
 GRANT SELECT ON ALL TABLES IN SCHEMA :"schema" TO :"reader";
@@ -83,9 +98,38 @@ WHERE member.rolname = :'reader'
 \gexec
 
 \if :{?revoke_public_execute}
-  -- Built-ins executable by PUBLIC out of the box that act even inside a rolled-back
-  -- read-only transaction (a WAL write, and the dblink family when the extension exists), or
-  -- that create objects no privilege governs and no read-only default refuses: large objects.
+  -- Code initdb did not create, outside the extensions named in trusted_extensions (a
+  -- comma-separated list, as in MCP_SQL_TRUSTED_EXTENSIONS): the reader may execute none
+  -- of it, in any schema, now or (for what the owner creates) later.
+  \if :{?trusted_extensions}
+  \else
+    \set trusted_extensions ''
+  \endif
+  SELECT pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC',
+                           p.oid::pg_catalog.regprocedure)
+  FROM pg_catalog.pg_proc AS p
+  WHERE p.oid >= 16384
+    AND NOT EXISTS (
+      SELECT FROM pg_catalog.pg_depend AS d
+      JOIN pg_catalog.pg_extension AS e ON e.oid = d.refobjid
+      WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+        AND d.deptype = 'e'
+        AND e.extname = ANY (pg_catalog.string_to_array(:'trusted_extensions', ',')))
+  \gexec
+  ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+  -- Built-ins executable by PUBLIC out of the box whose effects survive a rolled-back
+  -- read-only transaction: a transaction id, a WAL write, a signal to another session of the
+  -- same role, a session-level advisory lock, and the dblink family when the extension
+  -- exists; or that create objects no privilege governs: large objects.
+  -- Every overload, whatever the server version calls them.
+  SELECT pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC',
+                           p.oid::pg_catalog.regprocedure)
+  FROM pg_catalog.pg_proc AS p
+  WHERE p.pronamespace = 'pg_catalog'::pg_catalog.regnamespace
+    AND p.proname IN ('txid_current', 'pg_current_xact_id', 'pg_terminate_backend',
+                      'pg_cancel_backend', 'pg_advisory_lock', 'pg_advisory_lock_shared',
+                      'pg_try_advisory_lock', 'pg_try_advisory_lock_shared')
+  \gexec
   REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text)
     FROM PUBLIC;
   REVOKE EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, bytea)

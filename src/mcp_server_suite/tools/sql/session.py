@@ -11,8 +11,8 @@ Rules:
    reports on its own are checked before every use. A connection that fails a check is
    closed, never used. So is one whose role is a superuser.
 2. When a connection is created, the role audit (`role_audit.py`) runs on it and its guard
-   is prepared on it (`mcp_guard`). A connection whose audit found problems refuses its call
-   in-band, naming them, and is closed, so the next call audits a fresh one.
+   is prepared on it (`mcp_guard`). A connection whose audit (or guard) found problems
+   refuses its calls in-band, naming them, and is audited again before each next use.
 3. One call is one network round trip: a libpq pipeline of two segments, each ended by a
    Sync. The read: `BEGIN TRANSACTION READ ONLY`, a transaction-local `statement_timeout`,
    `EXECUTE mcp_guard` (which fails while the role could run untrusted code, aborting the
@@ -413,10 +413,7 @@ class ReadOnlyDatabase:
             self._pins = SessionPins(schemas, self._statement_timeout_ms)
         cursor = await conn.execute(self._pins.set_statements())
         self._pins.ensure_read_back(await _last_row(cursor))
-        cursor = await conn.execute(audit_sql(self._trusted))
-        self._problems[conn] = [
-            RoleProblem(*map(str, row)) for row in await cursor.fetchall() if row[0] != "extension"
-        ]
+        await self._audit(conn)
         await conn.execute(f"PREPARE {GUARD_NAME} AS {guard_sql(self._trusted)}")
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
@@ -505,9 +502,11 @@ class ReadOnlyDatabase:
             await conn.close()
             raise DatabaseUnavailable("a connection was used before it was set up")
         if problems:
-            # Rule 2: a connection whose audit failed is never used, and never kept.
-            await conn.close()
-            raise refusal(problems)
+            # Rule 2: a connection whose audit failed runs nothing until an audit passes; it
+            # is audited again on each use, so that a fixed role is served at once.
+            problems = await self._audit(conn)
+            if problems:
+                raise refusal(problems)
         outcome = await _read_in_one_round_trip(
             conn,
             statement,
@@ -522,13 +521,19 @@ class ReadOnlyDatabase:
         if isinstance(outcome, _GuardFailed):
             # The guard found a problem that appeared after the connection was set up: the
             # audit names it (one more round trip, on this refusal path only).
-            cursor = await conn.execute(audit_sql(self._trusted))
-            found = [RoleProblem(*map(str, row)) for row in await cursor.fetchall()]
-            await conn.close()
-            raise refusal([problem for problem in found if problem.kind != "extension"] or [_RACE])
+            raise refusal(await self._audit(conn) or [_RACE])
         if isinstance(outcome, ToolFailure) and outcome.problem.metadata.get("sqlstate") == "42P01":
             raise self._with_search_hint(outcome)
         return _rows_or_raise(outcome)
+
+    async def _audit(self, conn: AsyncConnection[Any]) -> list[RoleProblem]:
+        # Runs the whole audit on an idle connection and records what it found.
+        cursor = await conn.execute(audit_sql(self._trusted))
+        found = [
+            RoleProblem(*map(str, row)) for row in await cursor.fetchall() if row[0] != "extension"
+        ]
+        self._problems[conn] = found
+        return found
 
     def _with_search_hint(self, failure: ToolFailure) -> ToolFailure:
         # An unknown relation: say where unqualified names were looked for.

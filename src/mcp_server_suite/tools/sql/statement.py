@@ -51,11 +51,14 @@ _QUERY_MARK: Final = "SELECT 1"
 # `q` is the caller's query; `s` adds each row's text size (its composite text, which is at
 # least as long as its columns' text together), `w` the running total, and the lateral
 # join keeps a row's columns only while that total is within the bound. The row cap sits
-# below the window, so PostgreSQL stops after `max_rows + 1` rows.
+# below the window, so PostgreSQL stops after `max_rows + 1` rows. The whole row is named
+# `q.*` (cast to record, which keeps it a plain whole-row reference): a bare `q` would mean
+# the caller's own column when the query has one of that name.
 _WRAPPER: Final = (
     "SELECT r.*, w.mcp_result_bytes FROM (SELECT s.mcp_row, pg_catalog.sum(s.mcp_row_bytes) "
     "OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mcp_result_bytes FROM ("
-    "SELECT q AS mcp_row, pg_catalog.octet_length(q::pg_catalog.text) AS mcp_row_bytes "
+    "SELECT (q.*)::pg_catalog.record AS mcp_row, "
+    "pg_catalog.octet_length((q.*)::pg_catalog.text) AS mcp_row_bytes "
     "FROM (\n{query}\n) AS q LIMIT {rows}) AS s) AS w "
     "LEFT JOIN LATERAL (SELECT (w.mcp_row).*) AS r "
     "ON w.mcp_result_bytes OPERATOR(pg_catalog.<=) {budget}"
