@@ -15,7 +15,12 @@ from typing import Final
 
 from mcp_server_suite import __version__
 from mcp_server_suite.audit.sinks import AuditSink, open_sink
-from mcp_server_suite.cli import check_operations, describe_configuration, parse_arguments
+from mcp_server_suite.cli import (
+    check_database_role,
+    check_operations,
+    describe_configuration,
+    parse_arguments,
+)
 from mcp_server_suite.config import ConfigError, Settings, unknown_variables
 from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.registry import ToolRegistry
@@ -63,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(describe_configuration(settings, registry))
             print(operations)
         registry.release_unloaded()
-        return EXIT_CONFIG if operations is None else 0
+        if operations is None:
+            return EXIT_CONFIG
+        return 0 if options.offline else _check_online(settings)
     in_fd, out_fd = claim_stdio()
     dispatcher = Dispatcher(registry, server_version=__version__)
     framer = LineFramer()
@@ -89,6 +96,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(out_fd)
     logger.info("session ended")
     return 0
+
+
+# `--check-config` found a problem with something the configuration names.
+EXIT_CHECK_FAILED: Final = 1
+
+
+def _check_online(settings: Settings) -> int:
+    # The checks that connect: one line per problem on stdout, and a failing status.
+    problems = check_database_role(settings)
+    for line in problems:
+        print(f"problem: {line}")
+    return EXIT_CHECK_FAILED if problems else 0
 
 
 def _run_session(

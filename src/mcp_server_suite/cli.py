@@ -12,7 +12,12 @@ from mcp_server_suite.core.registry import ToolRegistry
 if TYPE_CHECKING:
     from mcp_server_suite.audit.sinks import AuditSink
 
-__all__ = ["check_operations", "describe_configuration", "parse_arguments"]
+__all__ = [
+    "check_database_role",
+    "check_operations",
+    "describe_configuration",
+    "parse_arguments",
+]
 
 # libpq's own spellings (libpq-connect, "sslmode"); anything else fails only at connect time.
 _SSL_MODES: Final = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
@@ -43,7 +48,15 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--check-config",
         action="store_true",
-        help="validate the configuration, print which tools would be served, and exit",
+        help=(
+            "validate the configuration, print which tools would be served, audit the "
+            "database role when SQL is configured (one line per problem), and exit"
+        ),
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="with --check-config: do not connect to anything",
     )
     return parser.parse_args(argv)
 
@@ -52,6 +65,7 @@ def describe_configuration(settings: Settings, registry: ToolRegistry) -> str:
     """Summarise a valid configuration for an operator; the DSN is never shown."""
     reasons = {
         "read_only_sql": "MCP_SQL_DSN and MCP_SQL_DSN_FILE are unset",
+        "sql_schema": "MCP_SQL_DSN and MCP_SQL_DSN_FILE are unset",
         "sandbox_fs_read": "MCP_SAFE_DATA_DIR is unset",
         "system_metrics": "MCP_METRICS_ENABLED is false",
     }
@@ -136,3 +150,24 @@ def _check_dsn(variable: str, dsn: SecretStr) -> None:
 
 def _valid_port(text: str) -> bool:
     return text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_PORT
+
+
+def check_database_role(settings: Settings) -> list[str]:
+    """Audit the SQL tools' database role for `--check-config`; nothing when SQL is off.
+
+    Returns:
+        One line per problem, each naming the object and the fix.
+    """
+    if settings.sql_dsn is None:
+        return []
+    from mcp_server_suite.tools.sql.role_audit import audit_database  # noqa: PLC0415
+    from mcp_server_suite.tools.sql.tool import trusted_code  # noqa: PLC0415
+
+    return [
+        f"read_only_sql: {line}"
+        for line in audit_database(
+            settings.sql_dsn.get_secret_value(),
+            trusted_code(settings),
+            connect_timeout=settings.sql_connect_timeout,
+        )
+    ]

@@ -40,11 +40,13 @@ from mcp_server_suite.schemas.problems import MAX_DETAIL_CHARS, MCPErrorCode
 from mcp_server_suite.tools.sql.functions import ESCAPING_FUNCTIONS
 
 __all__ = [
+    "CHECK_CONNECT_TIMEOUT_S",
     "DANGEROUS_ROLES",
     "FIRST_USER_OID",
     "GUARD_SQLSTATE",
     "RoleProblem",
     "TrustedCode",
+    "audit_database",
     "audit_sql",
     "guard_sql",
     "refusal",
@@ -66,6 +68,11 @@ DANGEROUS_ROLES: Final = (
 # The SQLSTATE of the guard's refusal: division_by_zero, which no other part of the guard
 # statement can raise.
 GUARD_SQLSTATE: Final = "22012"
+
+# `--check-config` waits this long at most for the database (libpq counts whole seconds).
+CHECK_CONNECT_TIMEOUT_S: Final = 10
+# Connection failures are reported by their first line, cut to this length.
+_SHOWN_ERROR_CHARS: Final = 300
 
 # How many problems a refusal names in its detail; `--check-config` lists them all.
 _SHOWN_PROBLEMS: Final = 3
@@ -288,3 +295,31 @@ def refusal(problems: list[RoleProblem]) -> ToolFailure:
         code=MCPErrorCode.ACCESS_DENIED,
         metadata={"role_problems": len(problems), "first_problem": problems[0].kind},
     )
+
+
+def audit_database(dsn: str, trusted: TrustedCode, *, connect_timeout: float) -> list[str]:
+    """Connect once and audit the role, for `--check-config`: one line per problem.
+
+    Args:
+        dsn: The connection URI (a secret: never printed; libpq's messages omit passwords).
+        trusted: What the operator trusts.
+        connect_timeout: Seconds to wait for the server.
+
+    Returns:
+        One line per problem (an unreachable server or a refused login is one); none when the
+        role holds the boundary.
+    """
+    import psycopg  # noqa: PLC0415  # --check-config alone connects synchronously.
+
+    try:
+        with psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=max(2, min(CHECK_CONNECT_TIMEOUT_S, round(connect_timeout))),
+            application_name="mcp-server-suite --check-config",
+        ) as conn:
+            rows = conn.execute(audit_sql(trusted)).fetchall()
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return [f"cannot connect to the database: {first[:_SHOWN_ERROR_CHARS]}"]
+    return [RoleProblem(*map(str, row)).line() for row in rows]
