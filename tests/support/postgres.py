@@ -32,15 +32,20 @@ from pydantic import SecretStr
 from mcp_server_suite.config import Settings
 
 __all__ = [
+    "CLEAN_DATABASE",
     "FIXTURE_DATABASE",
+    "HOSTILE_OWNER",
+    "HOSTILE_READER",
     "PASSWORD_ROLE",
     "PASSWORD_ROLE_SECRET",
     "READER_ROLE",
     "SUPERUSER",
     "DatabaseState",
+    "HostileState",
     "PostgresServer",
     "database_state",
     "find_postgres_bindir",
+    "hostile_state",
     "reader_settings",
     "start_postgres",
     "stop_postgres",
@@ -53,10 +58,17 @@ READER_ROLE: Final = "mcp_reader"
 PASSWORD_ROLE: Final = "mcp_password"  # noqa: S105  # A role name, not a password.
 PASSWORD_ROLE_SECRET: Final = "s3cr3t-Pa55word-never-logged"  # noqa: S105  # Throwaway test server.
 FIXTURE_DATABASE: Final = "app"
+# The round-2 cluster: the hostile database is `app` (its fixture's dblink hook connects to
+# it by that name), the clean one holds the same tables with nothing planted.
+CLEAN_DATABASE: Final = "clean"
+HOSTILE_READER: Final = "mcp_ro"
+HOSTILE_OWNER: Final = "mcp_rw"
+WATCH_SLOT: Final = "mcp_watch"
 
 _REPO: Final = Path(__file__).resolve().parents[2]
 _FIXTURE_SCHEMA: Final = _REPO / "tests" / "vectors" / "sql_fixture_schema.sql"
 _ROLE_SCRIPT: Final = _REPO / "scripts" / "least-privilege-role.sql"
+_ROUND2_FIXTURE: Final = _REPO / "tests" / "vectors" / "sql_round2_fixture.sql"
 
 # Unix socket paths are limited to 107 bytes (sun_path); PostgreSQL appends
 # "/.s.PGSQL.5432", so a socket directory longer than this falls back to /tmp.
@@ -82,6 +94,8 @@ _SERVER_SETTINGS: Final = {
     "max_locks_per_transaction": "64",
     # Results are compared with fixed expectations, so the server's zone is fixed too.
     "timezone": "'UTC'",
+    # The hostile cases are checked for WAL logical messages through a logical slot.
+    "wal_level": "logical",
 }
 
 
@@ -106,21 +120,35 @@ class PostgresServer:
             row = conn.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'dblink')")
             return row.fetchone() == (True,)
 
-    def dsn(self, user: str = READER_ROLE, *, password: str | None = None) -> str:
-        """Return a `postgresql://` URI for `user` on the fixture database, over the socket."""
+    def dsn(
+        self,
+        user: str = READER_ROLE,
+        *,
+        password: str | None = None,
+        database: str = FIXTURE_DATABASE,
+    ) -> str:
+        """Return a `postgresql://` URI for `user` on a database, over the socket."""
         auth = user if password is None else f"{user}:{password}"
-        return f"postgresql://{auth}@/{FIXTURE_DATABASE}?host={self.socket_dir}"
+        return f"postgresql://{auth}@/{database}?host={self.socket_dir}"
 
     @property
     def superuser_dsn(self) -> str:
         """The URI of the superuser on the fixture database."""
         return self.dsn(SUPERUSER)
 
-    def connect(self, user: str = SUPERUSER) -> psycopg.Connection[tuple[Any, ...]]:
+    def connect(
+        self, user: str = SUPERUSER, *, database: str = FIXTURE_DATABASE, **kwargs: Any
+    ) -> psycopg.Connection[tuple[Any, ...]]:
         """Open a synchronous autocommit connection (the caller closes it)."""
-        return psycopg.connect(self.dsn(user), autocommit=True)
+        return psycopg.connect(self.dsn(user, database=database), autocommit=True, **kwargs)
 
-    def psql(self, *args: str, user: str = SUPERUSER, input_text: str | None = None) -> str:
+    def psql(
+        self,
+        *args: str,
+        user: str = SUPERUSER,
+        input_text: str | None = None,
+        database: str = FIXTURE_DATABASE,
+    ) -> str:
         """Run psql against the fixture database and return its standard output."""
         result = subprocess.run(
             [
@@ -134,7 +162,7 @@ class PostgresServer:
                 "-U",
                 user,
                 "-d",
-                FIXTURE_DATABASE,
+                database,
                 *args,
             ],
             input=input_text,
@@ -295,8 +323,14 @@ def _traversable(directory: Path) -> bool:
     return all(os.stat(p).st_mode & 0o001 for p in [directory, *directory.parents])
 
 
-def _write_config(data_dir: Path, socket_dir: Path, *, log_statements: bool) -> None:
+def _write_config(
+    data_dir: Path, socket_dir: Path, *, log_statements: bool, flush_commits: bool = False
+) -> None:
     settings = dict(_SERVER_SETTINGS, unix_socket_directories=f"'{socket_dir}'")
+    if flush_commits:
+        # Logical decoding reads flushed WAL only: every commit is written at once, so a
+        # change is decoded by the first reading after it (fsync stays off).
+        settings["synchronous_commit"] = "on"
     if not log_statements:
         settings["log_statement"] = "'none'"
     with (data_dir / "postgresql.conf").open("a", encoding="utf-8") as conf:
@@ -304,12 +338,19 @@ def _write_config(data_dir: Path, socket_dir: Path, *, log_statements: bool) -> 
         for name, value in settings.items():
             conf.write(f"{name} = {value}\n")
     # Unix socket only; one role must present a password, every other role is trusted.
+    # The round-2 fixture's evidence hook connects through dblink as `dblink_writer`, which
+    # dblink allows a non-superuser only when the server asks for the password.
     (data_dir / "pg_hba.conf").write_text(
-        f"local all {PASSWORD_ROLE} scram-sha-256\nlocal all all trust\n", encoding="utf-8"
+        f"local all {PASSWORD_ROLE} scram-sha-256\n"
+        "local all dblink_writer scram-sha-256\n"
+        "local all all trust\n",
+        encoding="utf-8",
     )
 
 
-def start_postgres(*, log_statements: bool = True) -> tuple[PostgresServer, Path]:
+def start_postgres(
+    *, log_statements: bool = True, fixture: str = "round1"
+) -> tuple[PostgresServer, Path]:
     """Create, start and load a throwaway server.
 
     Args:
@@ -317,6 +358,8 @@ def start_postgres(*, log_statements: bool = True) -> tuple[PostgresServer, Path
             Benchmarks pass False: PostgreSQL's default logs none, and writing one log line
             per statement would weigh on servers by the number of statements they send
             rather than by their own work.
+        fixture: `round1` (the first corpus's database) or `round2` (the hostile database
+            of the second corpus, and a clean one beside it).
 
     Returns:
         The server, and the base directory to pass to `stop_postgres`.
@@ -347,7 +390,9 @@ def start_postgres(*, log_statements: bool = True) -> tuple[PostgresServer, Path
             "--no-sync",
         ]
     )
-    _write_config(data_dir, socket_dir, log_statements=log_statements)
+    _write_config(
+        data_dir, socket_dir, log_statements=log_statements, flush_commits=fixture == "round2"
+    )
     if os.geteuid() == 0:
         shutil.chown(data_dir / "pg_hba.conf", SUPERUSER, SUPERUSER)
         log_file.touch()
@@ -367,7 +412,14 @@ def start_postgres(*, log_statements: bool = True) -> tuple[PostgresServer, Path
     )
     server = PostgresServer(socket_dir=socket_dir, log_file=log_file, bindir=bindir)
     try:
-        _load_fixture(server)
+        if fixture == "round2":
+            evidence = base / "evidence"
+            evidence.mkdir(mode=0o700)
+            if os.geteuid() == 0:
+                shutil.chown(evidence, SUPERUSER, SUPERUSER)
+            _load_round2(server, evidence)
+        else:
+            _load_fixture(server)
     except BaseException:
         stop_postgres(server, base)
         raise
@@ -417,12 +469,151 @@ def _load_fixture(server: PostgresServer) -> None:
         conn.execute(f"GRANT CONNECT ON DATABASE {FIXTURE_DATABASE} TO {PASSWORD_ROLE}")
 
 
+def _load_round2(server: PostgresServer, evidence: Path) -> None:
+    # The hostile database, as the corpus builds it, hardened with the shipped role script;
+    # then the clean database: the same tables and rows, nothing planted.
+    with psycopg.connect(
+        f"postgresql://{SUPERUSER}@/postgres?host={server.socket_dir}", autocommit=True
+    ) as conn:
+        conn.execute(f'CREATE DATABASE "{FIXTURE_DATABASE}"')
+        conn.execute(f'CREATE DATABASE "{CLEAN_DATABASE}"')
+    text = _ROUND2_FIXTURE.read_text(encoding="utf-8")
+    server.psql(
+        input_text=text.replace("{EVIDENCE_DIR}", str(evidence)).replace(
+            "{SOCKET_DIR}", str(server.socket_dir)
+        )
+    )
+    for database, harden in ((FIXTURE_DATABASE, True), (CLEAN_DATABASE, False)):
+        if database == CLEAN_DATABASE:
+            server.psql(input_text=clean_fixture(text), database=database)
+        server.psql(
+            "-v",
+            f"reader={HOSTILE_READER}",
+            "-v",
+            "schema=public",
+            "-v",
+            f"owner={HOSTILE_OWNER}",
+            *(("-v", "revoke_public_execute=1") if harden else ()),
+            "-f",
+            str(_ROLE_SCRIPT),
+            database=database,
+        )
+    with server.connect() as conn:
+        conn.execute(f"ALTER ROLE {HOSTILE_READER} SET statement_timeout = '3s'")
+        conn.execute(f"ALTER ROLE {HOSTILE_OWNER} SET statement_timeout = '3s'")
+        conn.execute(
+            "SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (WATCH_SLOT,)
+        )
+
+
+def clean_fixture(hostile: str) -> str:
+    """Return the clean database's script: the hostile fixture's tables, rows and honest
+    view and policy, without anything planted.
+
+    Args:
+        hostile: The text of `sql_round2_fixture.sql`.
+    """
+    lines = hostile.splitlines()
+    start = lines.index("SET ROLE mcp_rw;")
+    end = next(i for i, line in enumerate(lines) if line.startswith("-- The evidence hook"))
+    kept = [line for line in lines[start:end] if not line.startswith("INSERT INTO audit")]
+    honest = [
+        line
+        for line in lines[end:]
+        if line.startswith(("ALTER TABLE public.rls_docs", "CREATE POLICY p_docs"))
+        or line.startswith("CREATE VIEW public.v_rls_docs_all")
+    ]
+    return "\n".join(
+        [
+            "\\set ON_ERROR_STOP on",
+            "CREATE EXTENSION IF NOT EXISTS tsm_system_rows WITH SCHEMA public;",
+            "GRANT CREATE, USAGE ON SCHEMA public TO mcp_rw;",
+            "CREATE TABLE public.audit(id serial PRIMARY KEY, msg text, at timestamptz);",
+            "ALTER TABLE public.audit OWNER TO mcp_rw;",
+            *kept,
+            *honest,
+            "RESET ROLE;",
+            "REVOKE CREATE ON SCHEMA public FROM mcp_rw;",
+            "",
+        ]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HostileState:
+    """What no call may change in the hostile database, as the superuser sees it.
+
+    Attributes:
+        tables: A digest of every row of each table of `public` and `evidence`.
+        sequences: (name, last_value, is_called) of every sequence.
+        large_objects: The OIDs of all large objects.
+        next_xid: The next transaction id to be assigned.
+        decoded: What the logical slot decoded since the last reading (WAL messages,
+            changes), the superuser's own reads aside.
+        evidence_files: The files in the evidence directory.
+    """
+
+    tables: tuple[tuple[str, str], ...]
+    sequences: tuple[tuple[str, int, bool], ...]
+    large_objects: tuple[int, ...]
+    next_xid: int
+    decoded: tuple[str, ...]
+    evidence_files: tuple[str, ...]
+
+
+def hostile_state(server: PostgresServer, evidence: Path) -> HostileState:
+    """Read the hostile database's state (the slot's changes are consumed)."""
+    with server.connect() as conn:
+        names = conn.execute(
+            "SELECT format('%I.%I', n.nspname, c.relname), c.relkind FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname IN ('public', 'evidence') AND c.relkind IN ('r', 'S') ORDER BY 1"
+        ).fetchall()
+        tables: list[tuple[str, str]] = []
+        sequences: list[tuple[str, int, bool]] = []
+        for name, kind in names:
+            if kind == "S":
+                row = conn.execute(f"SELECT last_value, is_called FROM {name}").fetchone()  # noqa: S608  # Catalog names.
+                sequences.append((name, int(row[0]), bool(row[1])))  # type: ignore[index]  # One row.
+            else:
+                row = conn.execute(
+                    f"SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM {name} x"  # noqa: S608,E501  # Catalog names.
+                ).fetchone()
+                tables.append((name, str(row[0])))  # type: ignore[index]  # One row.
+        objects = conn.execute("SELECT oid::int8 FROM pg_largeobject_metadata ORDER BY 1")
+        xid = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::int8")
+        next_xid = int(xid.fetchone()[0])  # type: ignore[index]  # One row.
+        changes = conn.execute(
+            "SELECT data FROM pg_logical_slot_get_changes(%s, NULL, NULL)", (WATCH_SLOT,)
+        ).fetchall()
+        large_objects = tuple(int(r[0]) for r in objects.fetchall())
+    decoded = tuple(
+        str(data) for (data,) in changes if not str(data).startswith(("BEGIN", "COMMIT"))
+    )
+    files = tuple(sorted(path.name for path in evidence.iterdir())) if evidence.exists() else ()
+    return HostileState(tuple(tables), tuple(sequences), large_objects, next_xid, decoded, files)
+
+
 def stop_postgres(server: PostgresServer, base: Path) -> None:
     """Stop the server immediately and remove its directory."""
     data_dir = base / "data"
     with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
         _run([str(server.bindir / "pg_ctl"), "-D", str(data_dir), "-m", "immediate", "-w", "stop"])
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hostile_server() -> Iterator[tuple[PostgresServer, Path]]:
+    """A throwaway PostgreSQL server with the round-2 hostile and clean databases, and the
+    evidence directory the planted code writes to when it runs."""
+    try:
+        server, base = start_postgres(log_statements=False, fixture="round2")
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server, base / "evidence"
+    finally:
+        stop_postgres(server, base)
 
 
 @pytest.fixture(scope="session")
