@@ -237,8 +237,8 @@ def test_generated_members_of_each_class_never_run(
     for name, argtype, call in _OVERLOADS:
         if name in BUILTIN_FUNCTIONS:
             planted.append(
-                f"CREATE OR REPLACE FUNCTION public.{name}({argtype}) RETURNS text LANGUAGE plpgsql "
-                f"AS $$ BEGIN PERFORM public.hook('overload {name}({argtype})'); RETURN 'x'; END $$"
+                f"CREATE OR REPLACE FUNCTION public.{name}({argtype}) RETURNS text "
+                f"LANGUAGE plpgsql AS $$ BEGIN PERFORM public.hook('overload {name}({argtype})'); RETURN 'x'; END $$"
             )
             queries.append((f"overload {name}({argtype})", call))
     for index, (symbol, left, right, query) in enumerate(_OPERATORS):

@@ -20,7 +20,8 @@ Rules:
    EXECUTE (type input and output, a range's `subtype_diff` and `canonical`, which the
    planner calls while estimating; operator estimators); a view, policy or constraint calls a
    built-in whose effect survives the rolled-back transaction (`ESCAPING_FUNCTIONS`) that the
-   role may execute.
+   role may execute. PostgreSQL records no dependency on a built-in, so stored expressions
+   are read as the node trees they are stored as (`:funcid <oid>`).
 3. `AUDIT_SQL` lists every problem with the statement that fixes it; it runs when a pooled
    connection is set up and for `--check-config`. `guard_sql` is the same check as one
    statement that fails (division by zero, SQLSTATE 22012) when any problem exists: it runs
@@ -210,19 +211,31 @@ WHERE o.oid OPERATOR(pg_catalog.>=) {first_user_oid}::pg_catalog.oid
 UNION ALL
 SELECT 'stored',
        pg_catalog.format('%s calls pg_catalog.%I(%s), which acts outside the read-only transaction',
-                         pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid), p.proname,
-                         pg_catalog.pg_get_function_identity_arguments(p.oid)),
+                         pg_catalog.pg_describe_object(x.classid, x.objid, 0), e.proname,
+                         pg_catalog.pg_get_function_identity_arguments(e.oid)),
        pg_catalog.format('REVOKE EXECUTE ON FUNCTION pg_catalog.%I(%s) FROM PUBLIC '
                          '(scripts/least-privilege-role.sql -v revoke_public_execute=1)',
-                         p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid))
-FROM me, pg_catalog.pg_proc AS p JOIN pg_catalog.pg_depend AS d
-  ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
- AND d.refobjid OPERATOR(pg_catalog.=) p.oid
-WHERE p.proname OPERATOR(pg_catalog.=) ANY ({escaping})
-  AND p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
-  AND d.classid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.pg_rewrite'::pg_catalog.regclass,
-      'pg_catalog.pg_policy'::pg_catalog.regclass, 'pg_catalog.pg_constraint'::pg_catalog.regclass])
-  AND pg_catalog.has_function_privilege(me.oid, p.oid, 'EXECUTE')"""
+                         e.proname, pg_catalog.pg_get_function_identity_arguments(e.oid))
+FROM me, pg_catalog.pg_proc AS e, (
+  SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass AS classid, r.oid AS objid,
+         r.ev_action::pg_catalog.text AS body
+  FROM pg_catalog.pg_rewrite AS r
+  WHERE r.oid OPERATOR(pg_catalog.>=) {first_user_oid}::pg_catalog.oid
+  UNION ALL
+  SELECT 'pg_catalog.pg_policy'::pg_catalog.regclass, p.oid,
+         pg_catalog.concat(p.polqual::pg_catalog.text, p.polwithcheck::pg_catalog.text)
+  FROM pg_catalog.pg_policy AS p
+  UNION ALL
+  SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass, c.oid, c.conbin::pg_catalog.text
+  FROM pg_catalog.pg_constraint AS c
+  WHERE c.oid OPERATOR(pg_catalog.>=) {first_user_oid}::pg_catalog.oid
+    AND c.contypid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+) AS x
+WHERE e.proname OPERATOR(pg_catalog.=) ANY ({escaping})
+  AND e.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
+  AND pg_catalog.has_function_privilege(me.oid, e.oid, 'EXECUTE')
+  AND pg_catalog.strpos(x.body, pg_catalog.concat(' :funcid ', e.oid, ' '))
+      OPERATOR(pg_catalog.>) 0"""
 
 
 def _problems_sql(trusted: TrustedCode) -> str:

@@ -1,0 +1,356 @@
+"""The role audit: what PostgreSQL checks, what the audit finds, and how calls are refused.
+
+1. The claims the audit rests on, verified on the test server: PostgreSQL checks EXECUTE,
+   for the role running the query, on the functions of implicit casts, domain CHECKs,
+   aggregates, operators, views and row-level-security policies; it does not on a range
+   type's `subtype_diff`, which the planner calls while estimating (so the audit reports
+   such types whoever may execute the function).
+2. Each problem kind is found, named with its fix, and makes the per-call guard fail.
+3. `--check-config` prints one line per problem and fails; `--offline` connects to nothing.
+"""
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import psycopg
+import pytest
+
+from mcp_server_suite.config import SecretStr, Settings
+from mcp_server_suite.schemas.errors import ToolFailure
+from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.schemas.sql import ReadOnlySQLParams
+from mcp_server_suite.tools.sql.role_audit import (
+    GUARD_SQLSTATE,
+    RoleProblem,
+    TrustedCode,
+    audit_database,
+    audit_sql,
+    guard_sql,
+    refusal,
+)
+from mcp_server_suite.tools.sql.tool import SQLTool
+from tests.support.postgres import HOSTILE_READER, PostgresServer
+
+pytestmark = pytest.mark.postgres
+
+TRUSTED: Final = TrustedCode(schemas=("public",))
+PROBE_ROLE: Final = "audit_probe"
+
+
+@pytest.fixture
+def scratch(hostile_server: tuple[PostgresServer, Path]) -> Iterator[PostgresServer]:
+    """A schema `v` owned by another role, and a reader role with USAGE and SELECT on it."""
+    server, _ = hostile_server
+    with server.connect() as conn:
+        conn.execute("CREATE ROLE audit_owner LOGIN")
+        conn.execute(f"CREATE ROLE {PROBE_ROLE} LOGIN NOINHERIT")
+        conn.execute(f"GRANT CONNECT ON DATABASE app TO {PROBE_ROLE}")
+        conn.execute("CREATE SCHEMA v AUTHORIZATION audit_owner")
+        conn.execute(f"GRANT USAGE ON SCHEMA v TO {PROBE_ROLE}")
+        conn.execute(
+            "ALTER DEFAULT PRIVILEGES FOR ROLE audit_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC"
+        )
+    try:
+        yield server
+    finally:
+        with server.connect() as conn:
+            conn.execute("DROP SCHEMA v CASCADE")
+            conn.execute("DROP OWNED BY audit_owner, audit_probe CASCADE")
+            conn.execute("DROP ROLE audit_owner")
+            conn.execute(f"DROP ROLE {PROBE_ROLE}")
+
+
+def _as_owner(server: PostgresServer, *statements: str) -> None:
+    with server.connect() as conn:
+        conn.execute("SET ROLE audit_owner")
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _notices(server: PostgresServer, query: str) -> tuple[list[str], str | None]:
+    # Runs a query as the probe role; returns the planted code's notices and the SQLSTATE.
+    with server.connect(PROBE_ROLE) as conn:
+        seen: list[str] = []
+        conn.add_notice_handler(lambda diag: seen.append(str(diag.message_primary)))
+        conn.execute("SET statement_timeout = '5s'")
+        try:
+            conn.execute(query)
+        except psycopg.Error as exc:
+            return seen, exc.sqlstate
+        return seen, None
+
+
+def _problems(
+    server: PostgresServer, user: str = PROBE_ROLE, trusted: TrustedCode = TRUSTED
+) -> list[RoleProblem]:
+    with server.connect(user) as conn:
+        return [RoleProblem(*map(str, row)) for row in conn.execute(audit_sql(trusted)).fetchall()]
+
+
+def _guard_fails(server: PostgresServer, user: str = PROBE_ROLE) -> bool:
+    with server.connect(user) as conn:
+        try:
+            conn.execute(guard_sql(TRUSTED))
+        except psycopg.Error as exc:
+            return exc.sqlstate == GUARD_SQLSTATE
+        return False
+
+
+_PLANTED: Final = (
+    "CREATE FUNCTION v.f(integer) RETURNS boolean LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE NOTICE 'planted f ran'; RETURN true; END $$",
+    "CREATE TYPE v.col AS ENUM ('a', 'b')",
+    "CREATE FUNCTION v.col_text(v.col) RETURNS text LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE NOTICE 'planted cast ran'; RETURN 'x'; END $$",
+    "CREATE CAST (v.col AS text) WITH FUNCTION v.col_text(v.col) AS IMPLICIT",
+    "CREATE DOMAIN v.dom AS integer CHECK (v.f(VALUE))",
+    "CREATE FUNCTION v.sf(bigint, text) RETURNS bigint LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE NOTICE 'planted aggregate ran'; RETURN $1 + 1; END $$",
+    "CREATE AGGREGATE v.cnt(text) (SFUNC = v.sf, STYPE = bigint, INITCOND = '0')",
+    "CREATE FUNCTION v.opf(text, integer) RETURNS boolean LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE NOTICE 'planted operator ran'; RETURN true; END $$",
+    "CREATE OPERATOR v.=== (LEFTARG = text, RIGHTARG = integer, FUNCTION = v.opf)",
+    "CREATE TABLE v.t(id int, c v.col)",
+    "INSERT INTO v.t VALUES (1, 'a')",
+    "CREATE VIEW v.vw AS SELECT id, v.f(id) AS x FROM v.t",
+    "CREATE TABLE v.p(id int)",
+    "INSERT INTO v.p VALUES (1)",
+    "ALTER TABLE v.p ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE v.p FORCE ROW LEVEL SECURITY",
+    "CREATE POLICY pp ON v.p USING (v.f(id))",
+    f"GRANT SELECT ON ALL TABLES IN SCHEMA v TO {PROBE_ROLE}",
+)
+
+
+@pytest.mark.parametrize(
+    ("route", "query"),
+    [
+        ("an implicit cast", "SELECT lower(c) FROM v.t"),
+        ("a domain CHECK", "SELECT 5::v.dom"),
+        ("an aggregate", "SELECT v.cnt('x')"),
+        ("an operator", "SELECT 'a' OPERATOR(v.===) 1"),
+        ("a view", "SELECT * FROM v.vw"),
+        ("a forced row-level-security policy", "SELECT * FROM v.p"),
+    ],
+)
+def test_postgresql_checks_execute_on_every_route_without_a_name(
+    scratch: PostgresServer, route: str, query: str
+) -> None:
+    _as_owner(scratch, *_PLANTED)
+    notices, sqlstate = _notices(scratch, query)
+    assert (notices, sqlstate) == ([], "42501"), route
+    # And the audit passes for this role: it may execute nothing planted.
+    assert [problem for problem in _problems(scratch) if problem.kind != "extension"] == []
+
+
+def test_a_range_types_subtype_diff_runs_without_an_execute_check(scratch: PostgresServer) -> None:
+    _as_owner(
+        scratch,
+        "CREATE FUNCTION v.diff(integer, integer) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS "
+        "$$ BEGIN RAISE NOTICE 'planted subtype_diff ran'; RETURN ($1 - $2)::float8; END $$",
+        "CREATE TYPE v.irange AS RANGE (SUBTYPE = integer, SUBTYPE_DIFF = v.diff)",
+        "CREATE TABLE v.r(r v.irange)",
+        "INSERT INTO v.r SELECT v.irange(g, g + 10) FROM generate_series(1, 300) g",
+        "ANALYZE v.r",
+        f"GRANT SELECT ON v.r TO {PROBE_ROLE}",
+    )
+    notices, sqlstate = _notices(scratch, "EXPLAIN SELECT * FROM v.r WHERE r && v.irange(5, 8)")
+    # PostgreSQL ran it although the role may not execute it; the audit therefore reports
+    # the type itself.
+    assert sqlstate is None
+    assert "planted subtype_diff ran" in notices
+    unchecked = [problem for problem in _problems(scratch) if problem.kind == "unchecked"]
+    assert len(unchecked) == 1
+    assert "v.irange" in unchecked[0].subject
+    assert "DROP TYPE v.irange" in unchecked[0].fix
+    assert _guard_fails(scratch)
+
+
+@pytest.mark.parametrize(
+    ("plant", "kind", "fix"),
+    [
+        (
+            (
+                "CREATE FUNCTION v.g() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+                "GRANT EXECUTE ON FUNCTION v.g() TO PUBLIC",
+            ),
+            "execute",
+            "REVOKE EXECUTE ON FUNCTION v.g() FROM PUBLIC",
+        ),
+        (
+            (
+                "CREATE FUNCTION v.g() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+                f"GRANT EXECUTE ON FUNCTION v.g() TO {PROBE_ROLE}",
+            ),
+            "execute",
+            f"REVOKE EXECUTE ON FUNCTION v.g() FROM {PROBE_ROLE}",
+        ),
+        (
+            (f"GRANT CREATE ON SCHEMA v TO {PROBE_ROLE}",),
+            "create",
+            f"REVOKE CREATE ON SCHEMA v FROM {PROBE_ROLE}",
+        ),
+        (
+            ("CREATE VIEW v.kill AS SELECT pg_catalog.pg_cancel_backend(0) AS k",),
+            "stored",
+            "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(",
+        ),
+    ],
+)
+def test_each_problem_is_found_with_its_fix_and_fails_the_guard(
+    scratch: PostgresServer, plant: tuple[str, ...], kind: str, fix: str
+) -> None:
+    _as_owner(scratch, *plant)
+    trusted = TrustedCode(schemas=("public", "v"))
+    with scratch.connect() as conn:
+        # The probe role is not hardened: PUBLIC may still call the escaping built-ins.
+        conn.execute("GRANT EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer) TO PUBLIC")
+    try:
+        found = [p for p in _problems(scratch, trusted=trusted) if p.kind == kind]
+        assert found, kind
+        assert any(fix in problem.fix for problem in found)
+        with scratch.connect(PROBE_ROLE) as conn:
+            with pytest.raises(psycopg.Error) as caught:
+                conn.execute(guard_sql(trusted))
+            assert caught.value.sqlstate == GUARD_SQLSTATE
+    finally:
+        with scratch.connect() as conn:
+            conn.execute(
+                "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_cancel_backend(integer) FROM PUBLIC"
+            )
+
+
+def test_membership_and_superuser_are_problems(hostile_server: tuple[PostgresServer, Path]) -> None:
+    server, _ = hostile_server
+    assert {problem.kind for problem in _problems(server, "postgres")} >= {
+        "superuser",
+        "membership",
+    }
+    with server.connect() as conn:
+        conn.execute(f"GRANT pg_signal_backend TO {HOSTILE_READER}")
+    try:
+        found = _problems(server, HOSTILE_READER)
+        assert [problem.fix for problem in found if problem.kind == "membership"] == [
+            f"REVOKE pg_signal_backend FROM {HOSTILE_READER}"
+        ]
+    finally:
+        with server.connect() as conn:
+            conn.execute(f"REVOKE pg_signal_backend FROM {HOSTILE_READER}")
+    assert _problems(server, HOSTILE_READER) == []
+
+
+def test_trusted_extensions_and_allowed_functions_are_trusted(
+    hostile_server: tuple[PostgresServer, Path],
+) -> None:
+    server, _ = hostile_server
+    with server.connect(database="clean") as conn:
+        conn.execute("GRANT EXECUTE ON FUNCTION public.system_rows(internal) TO PUBLIC")
+    with server.connect(HOSTILE_READER, database="clean") as conn:
+        untrusted = conn.execute(audit_sql(TRUSTED)).fetchall()
+        trusted = conn.execute(
+            audit_sql(TrustedCode(schemas=("public",), extensions=("tsm_system_rows",)))
+        ).fetchall()
+        allowed = conn.execute(
+            audit_sql(TrustedCode(schemas=("public",), functions=("public.system_rows",)))
+        ).fetchall()
+    assert [row[0] for row in untrusted] == ["execute"]
+    assert trusted == allowed == []
+    missing = TrustedCode(schemas=("public",), extensions=("tsm_system_rows", "no_such_extension"))
+    with server.connect(HOSTILE_READER, database="clean") as conn:
+        assert [row[0] for row in conn.execute(audit_sql(missing))] == ["extension"]
+        conn.execute(guard_sql(missing))  # A missing extension is reported, never refused.
+
+
+def test_a_call_is_refused_in_band_while_the_role_may_run_untrusted_code(
+    scratch: PostgresServer,
+) -> None:
+    settings = Settings(
+        sql_dsn=SecretStr(scratch.dsn(HOSTILE_READER)), sql_schemas=("public",), sql_pool_max_size=1
+    )
+
+    async def main() -> tuple[ToolFailure, int]:
+        tool = SQLTool(settings)
+        try:
+            first = await tool.run(ReadOnlySQLParams(query="SELECT count(*) FROM notes"))
+            # Code appears after the connection was set up: the guard in the call's own
+            # transaction refuses, and the audit that follows names it.
+            _as_owner(
+                scratch,
+                "CREATE FUNCTION v.late() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+                "GRANT EXECUTE ON FUNCTION v.late() TO PUBLIC",
+            )
+            with pytest.raises(ToolFailure) as caught:
+                await tool.run(ReadOnlySQLParams(query="SELECT count(*) FROM notes"))
+            _as_owner(scratch, "REVOKE EXECUTE ON FUNCTION v.late() FROM PUBLIC")
+            # Fixed, the same connection serves again at once.
+            again = await tool.run(ReadOnlySQLParams(query="SELECT count(*) FROM notes"))
+            assert again.rows == first.rows
+            return caught.value, first.rows[0][0]
+        finally:
+            await tool.aclose()
+
+    failure, count = asyncio.run(main())
+    assert count == 100
+    assert failure.problem.code is MCPErrorCode.ACCESS_DENIED
+    assert "v.late()" in failure.problem.detail
+    assert "REVOKE EXECUTE ON FUNCTION v.late() FROM PUBLIC" in failure.problem.detail
+
+
+def test_a_refusal_names_at_most_three_problems_within_the_detail_bound() -> None:
+    problems = [
+        RoleProblem("execute", f"the role may execute f{i}() " + "x" * 300, "REVOKE")
+        for i in range(9)
+    ]
+    failure = refusal(problems)
+    assert "(and 6 more: run mcp-server-suite --check-config)" in failure.problem.detail or (
+        failure.problem.detail.endswith("(run mcp-server-suite --check-config)")
+    )
+    assert len(failure.problem.detail) <= 1024
+    assert failure.problem.metadata == {"role_problems": 9, "first_problem": "execute"}
+
+
+def _check_config(
+    server: PostgresServer, user: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_")}
+    env["MCP_SQL_DSN"] = server.dsn(user)
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_server_suite", "--check-config", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_check_config_audits_the_role(hostile_server: tuple[PostgresServer, Path]) -> None:
+    server, _ = hostile_server
+    clean = _check_config(server, HOSTILE_READER)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "problem:" not in clean.stdout
+    owner = _check_config(server, "mcp_rw")
+    assert owner.returncode == 1
+    lines = [line for line in owner.stdout.splitlines() if line.startswith("problem: ")]
+    assert any("may create objects in the schema public" in line for line in lines)
+    assert all("; fix: " in line for line in lines)
+    missing = _check_config(server, "no_such_role")
+    assert missing.returncode == 1
+    assert "cannot connect to the database" in missing.stdout
+    offline = _check_config(server, "no_such_role", "--offline")
+    assert offline.returncode == 0
+    assert "problem:" not in offline.stdout
+
+
+def test_audit_database_reports_a_refused_login(
+    hostile_server: tuple[PostgresServer, Path],
+) -> None:
+    server, _ = hostile_server
+    lines = audit_database(server.dsn("no_such_role"), TRUSTED, connect_timeout=2)
+    assert len(lines) == 1
+    assert lines[0].startswith("cannot connect to the database: ")
