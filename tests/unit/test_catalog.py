@@ -48,7 +48,7 @@ def test_start_up_and_tools_list_load_no_tool_dependencies() -> None:
         dispatcher.handle_frame(json.dumps(request).encode())
         listed = dispatcher.handle_frame(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}')
         assert len(listed.message["result"]["tools"]) == 3
-        heavy = ("pydantic", "psutil", "psycopg", "sqlglot")
+        heavy = ("pydantic", "psutil", "psycopg", "pglast")
         print(sorted(name for name in heavy if name in sys.modules))
         """
     )

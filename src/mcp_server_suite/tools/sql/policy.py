@@ -260,6 +260,10 @@ _REFUSED: Final = MappingProxyType(
         "XmlExpr": "An XML constructor",
         "XmlSerialize": "XMLSERIALIZE",
         "RangeTableFunc": "XMLTABLE",
+        "InsertStmt": "INSERT",
+        "UpdateStmt": "UPDATE",
+        "DeleteStmt": "DELETE",
+        "MergeStmt": "MERGE",
     }
 )
 
@@ -597,6 +601,9 @@ class _Walker:
         allowed = ALLOWED_NODES.get(tag)
         if allowed is None:
             raise _violation(f"{self._describe(tag, fields)} is not allowed in a read-only query.")
+        special = _SPECIAL.get(tag)
+        if special is not None:
+            special(self, fields)
         for name, value in fields.items():
             if name in LOCATION_KEYS:
                 continue
@@ -614,9 +621,6 @@ class _Walker:
                     # without a column definition list).
                     if isinstance(item, dict) and item:
                         self._value(tag, name, item)
-        special = _SPECIAL.get(tag)
-        if special is not None:
-            special(self, fields)
 
     def _value(self, parent: str, name: str, value: dict[str, Any]) -> None:
         if len(value) == 1:
