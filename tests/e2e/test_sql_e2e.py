@@ -48,7 +48,7 @@ def problem_of(response: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.postgres
 def test_tool_is_advertised(server: ServerProcess) -> None:
     tools = server.request("tools/list")["result"]["tools"]
-    assert [tool["name"] for tool in tools] == [TOOL]
+    assert [tool["name"] for tool in tools] == [TOOL, "sql_schema"]
     schema = tools[0]["inputSchema"]
     assert schema["required"] == ["query"]
     assert schema["properties"]["max_rows"]["maximum"] == 50
@@ -78,7 +78,7 @@ def test_query_returns_structured_and_text_results(server: ServerProcess) -> Non
         ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", "MCP_QUERY_VIOLATION", "DELETE"),
         ("SELECT pg_sleep(10)", "MCP_QUERY_VIOLATION", "Function pg_sleep() is not allowed"),
         ("SELECT * FROM private", "MCP_ACCESS_DENIED", "SQLSTATE 42501"),
-        ("SELECT * FROM v_evil", "MCP_QUERY_VIOLATION", "SQLSTATE 25006"),
+        ("SELECT * FROM v_evil", "MCP_ACCESS_DENIED", "SQLSTATE 42501"),
         ("SELECT nope FROM t", "MCP_VALIDATION_ERROR", "SQLSTATE 42703"),
     ],
 )
@@ -197,7 +197,7 @@ def test_official_sdk_client_runs_a_query(postgres_server: PostgresServer) -> No
             (TOOL, {"query": "SELECT 1; COMMIT; DROP TABLE t"}),
         ],
     )
-    assert [tool.name for tool in listed.tools] == [TOOL]
+    assert [tool.name for tool in listed.tools] == [TOOL, "sql_schema"]
     assert listed.tools[0].annotations.read_only_hint is True
     assert good.is_error is False
     assert good.structured_content == {
@@ -205,6 +205,7 @@ def test_official_sdk_client_runs_a_query(postgres_server: PostgresServer) -> No
         "rows": [[1, "n1"], [2, "n2"]],
         "row_count": 2,
         "truncated": True,
+        "truncated_reason": "max_rows",
     }
     assert json.loads(good.content[0].text) == good.structured_content
     assert bad.is_error is True

@@ -238,7 +238,8 @@ def test_generated_members_of_each_class_never_run(
         if name in BUILTIN_FUNCTIONS:
             planted.append(
                 f"CREATE OR REPLACE FUNCTION public.{name}({argtype}) RETURNS text "
-                f"LANGUAGE plpgsql AS $$ BEGIN PERFORM public.hook('overload {name}({argtype})'); RETURN 'x'; END $$"
+                f"LANGUAGE plpgsql AS $$ BEGIN PERFORM public.hook('overload {name}({argtype})'); "
+                "RETURN 'x'; END $$"
             )
             queries.append((f"overload {name}({argtype})", call))
     for index, (symbol, left, right, query) in enumerate(_OPERATORS):

@@ -711,10 +711,11 @@ class _Walker:
 
     def common_table(self, fields: dict[str, Any]) -> None:
         self.ctes.add(str(fields.get("ctename", "")))
-        query = fields.get("ctequery", {})
-        if next(iter(query), None) != "SelectStmt":
+        kind = next(iter(fields.get("ctequery", {})), None)
+        if kind != "SelectStmt":
+            what = _REFUSED.get(str(kind), "This statement")
             raise _violation(
-                "A common table expression must be a SELECT: writes in WITH are not allowed."
+                f"{what} is not allowed in WITH: a common table expression must be a SELECT."
             )
 
     def table_sample(self, fields: dict[str, Any]) -> None:
