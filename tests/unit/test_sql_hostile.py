@@ -403,7 +403,7 @@ def test_a_refusal_of_the_audit_names_the_object_and_the_fix(
     assert failure.problem.code is MCPErrorCode.ACCESS_DENIED
     assert "may create objects in the schema public" in failure.problem.detail
     assert "REVOKE CREATE ON SCHEMA public FROM" in failure.problem.detail
-    assert failure.problem.metadata["role_problems"] > 3
+    assert int(str(failure.problem.metadata["role_problems"])) > 3
 
 
 def test_the_fixture_is_hostile_and_the_state_shows_it(

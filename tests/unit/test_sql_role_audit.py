@@ -290,7 +290,7 @@ def test_a_call_is_refused_in_band_while_the_role_may_run_untrusted_code(
             # Fixed, the same connection serves again at once.
             again = await tool.run(ReadOnlySQLParams(query="SELECT count(*) FROM notes"))
             assert again.rows == first.rows
-            return caught.value, first.rows[0][0]
+            return caught.value, int(str(first.rows[0][0]))
         finally:
             await tool.aclose()
 

@@ -35,6 +35,7 @@ __all__ = [
     "ExecutableStatement",
     "PolicyDefect",
     "RelationCatalog",
+    "parse_tree_json",
     "quote_identifier",
     "render_statement",
     "wrap_statement",
