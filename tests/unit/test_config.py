@@ -29,6 +29,8 @@ def test_defaults_match_the_design_document() -> None:
     assert settings.sql_application_name == "mcp-server-suite"
     assert settings.sql_schemas == ("public",)
     assert settings.sql_allowed_functions == frozenset()
+    assert settings.sql_trusted_extensions == ()
+    assert settings.sql_max_result_bytes == 1_048_576
     assert settings.safe_data_dir is None
     assert settings.metrics_enabled is True
     assert settings.metrics_cpu_sample_seconds == 0.1
@@ -57,6 +59,15 @@ VALID = [
         frozenset({"st_area", "postgis.st_x"}),
     ),
     ("MCP_SQL_ALLOWED_FUNCTIONS", "", "sql_allowed_functions", frozenset()),
+    (
+        "MCP_SQL_TRUSTED_EXTENSIONS",
+        "postgis, pg_trgm,postgis",
+        "sql_trusted_extensions",
+        ("postgis", "pg_trgm"),
+    ),
+    ("MCP_SQL_TRUSTED_EXTENSIONS", "", "sql_trusted_extensions", ()),
+    ("MCP_SQL_MAX_RESULT_BYTES", "4096", "sql_max_result_bytes", 4096),
+    ("MCP_SQL_MAX_RESULT_BYTES", "16777216", "sql_max_result_bytes", 16_777_216),
     ("MCP_METRICS_ENABLED", "false", "metrics_enabled", False),
     ("MCP_METRICS_ENABLED", "OFF", "metrics_enabled", False),
     ("MCP_METRICS_ENABLED", "0", "metrics_enabled", False),
@@ -110,6 +121,15 @@ INVALID = [
     ("MCP_SQL_SCHEMAS", '"x"'),
     ("MCP_SQL_ALLOWED_FUNCTIONS", "pg_sleep()"),
     ("MCP_SQL_ALLOWED_FUNCTIONS", "a.b.c"),
+    ("MCP_SQL_ALLOWED_FUNCTIONS", "abs,pg_sleep"),
+    ("MCP_SQL_ALLOWED_FUNCTIONS", "public.dblink_exec"),
+    ("MCP_SQL_ALLOWED_FUNCTIONS", "pg_catalog.lo_import"),
+    ("MCP_SQL_TRUSTED_EXTENSIONS", "dblink"),
+    ("MCP_SQL_TRUSTED_EXTENSIONS", "postgis, postgres_fdw"),
+    ("MCP_SQL_TRUSTED_EXTENSIONS", "PostGIS"),
+    ("MCP_SQL_MAX_RESULT_BYTES", "4095"),
+    ("MCP_SQL_MAX_RESULT_BYTES", "16777217"),
+    ("MCP_SQL_MAX_RESULT_BYTES", "1e6"),
     ("MCP_SAFE_DATA_DIR", "relative/dir"),
     ("MCP_SAFE_DATA_DIR", "/definitely/not/here"),
     ("MCP_SAFE_DATA_DIR", "/etc/hostname"),
