@@ -2,10 +2,10 @@
 
 Called by `scripts/coverage-gate.sh` after pytest has written its coverage data.
 
-Gated modules, inside the `mcp_server_suite` package: `tools/sql.py` and the modules it is
-split into (`tools/sql_*.py`, `tools/_sql*.py`), `tools/fs.py` and its helpers (`tools/fs_*.py`,
-`tools/_fs*.py`), every module of `guardrails/`, and every module of `audit/` (the trail that
-answers the threat model's Repudiation row). Each of `tools/sql.py`, `tools/fs.py` and
+Gated modules, inside the `mcp_server_suite` package: every module of the SQL tool's package
+(`tools/sql/*.py`), `tools/fs.py` and its helpers (`tools/fs_*.py`, `tools/_fs*.py`), every
+module of `guardrails/`, and every module of `audit/` (the trail that answers the threat
+model's Repudiation row). Each of `tools/sql/__init__.py`, `tools/fs.py` and
 `guardrails/` must be present in the data: a gate that matches nothing proves nothing.
 
 Every gated file with a missing line or branch is printed with its missing lines and its
@@ -30,16 +30,14 @@ __all__ = ["GATED", "REQUIRED", "main"]
 
 PACKAGE: Final = "mcp_server_suite"
 GATED: Final = (
-    "tools/sql.py",
-    "tools/sql_*.py",
-    "tools/_sql*.py",
+    "tools/sql/*.py",
     "tools/fs.py",
     "tools/fs_*.py",
     "tools/_fs*.py",
     "guardrails/*.py",
     "audit/*.py",
 )
-REQUIRED: Final = ("tools/sql.py", "tools/fs.py", "guardrails/*.py")
+REQUIRED: Final = ("tools/sql/__init__.py", "tools/fs.py", "guardrails/*.py")
 
 
 def _package_path(filename: str) -> str | None:

@@ -1,6 +1,6 @@
 """`scripts/coverage-gate.sh` on coverage data measured from a tiny stand-in package.
 
-The stand-in has the layout the gate looks for (`tools/sql.py`, a split-out `tools/_sql*.py`,
+The stand-in has the layout the gate looks for (the package `tools/sql/` with a layer module,
 `tools/fs.py`, `guardrails/`) and a driver that covers all of it or leaves branches out, run
 under `coverage run` with the same coverage settings as the project: branch measurement and
 parallel data files under `.cache/coverage/`.
@@ -26,13 +26,13 @@ data_file = ".cache/coverage/.coverage"
 MODULES = {
     "__init__.py": "",
     "tools/__init__.py": "",
-    "tools/sql.py": """\
+    "tools/sql/__init__.py": """\
         def cap(n: int) -> int:
             if n > 50:
                 return 50
             return n
         """,
-    "tools/_sql_parse.py": """\
+    "tools/sql/parse.py": """\
         def split(text: str) -> list[str]:
             return text.split(";")
         """,
@@ -59,7 +59,8 @@ DRIVER = """\
 import sys
 
 from mcp_server_suite.guardrails import limit
-from mcp_server_suite.tools import _sql_parse, fs, sql
+from mcp_server_suite.tools import fs, sql
+from mcp_server_suite.tools.sql import parse as _sql_parse
 
 full = sys.argv[1] == "full"
 sql.cap(100)
@@ -125,7 +126,12 @@ def test_full_branch_coverage_passes(project: Path) -> None:
     status, output = gate(project)
     assert status == 0, output
     assert "5 gated module(s) at 100% branch coverage" in output
-    for name in ("tools/sql.py", "tools/_sql_parse.py", "tools/fs.py", "guardrails/limit.py"):
+    for name in (
+        "tools/sql/__init__.py",
+        "tools/sql/parse.py",
+        "tools/fs.py",
+        "guardrails/limit.py",
+    ):
         assert f"src/mcp_server_suite/{name}" in output
     # Modules outside the gate may be left uncovered.
     assert "metrics.py" not in output
@@ -137,7 +143,10 @@ def test_missing_branches_fail_and_are_named(project: Path) -> None:
     measure(project, "partial")
     status, output = gate(project)
     assert status == 1
-    assert "src/mcp_server_suite/tools/sql.py: 66.67% branch coverage, 100% required" in output
+    assert (
+        "src/mcp_server_suite/tools/sql/__init__.py: 66.67% branch coverage, 100% required"
+        in output
+    )
     assert "missing lines: 4\n    missing branches: 2->4" in output
     assert "src/mcp_server_suite/guardrails/limit.py:" in output
     assert "missing lines: 3\n    missing branches: 2->3" in output
@@ -158,7 +167,7 @@ def test_missing_required_module_fails(project: Path) -> None:
     driver = project / "drive.py"
     driver.write_text(
         driver.read_text(encoding="utf-8")
-        .replace("_sql_parse, fs, sql", "_sql_parse, sql")
+        .replace("import fs, sql", "import sql")
         .replace('fs.relative("a")\n', ""),
         encoding="utf-8",
     )
