@@ -1,8 +1,8 @@
 """Benchmark `read_only_sql`: the policy's cost per query, and calls per second end to end.
 
-Part 1, the policy alone: parse, check, rewrite the LIMIT, regenerate and check again, for a
-short and a long query, many times; the median and 99th percentile in microseconds, with the
-parse alone shown for scale.
+Part 1, the policy alone: parse with PostgreSQL's parser, check the tree, qualify the
+relations, wrap and parse again to prove the result, for a short and a long query, many
+times; the median and 99th percentile in microseconds, with one parse alone shown for scale.
 
 Part 2, end to end, side by side in one run against the same throwaway PostgreSQL (started by
 `tests/support/postgres.py`'s launcher on a Unix socket), on a 50-row query:
@@ -231,25 +231,32 @@ def measure(
 
 
 def policy_cost(iterations: int) -> list[tuple[str, int, float, float, float]]:
-    """Microseconds per query for the whole policy and for sqlglot's parse alone."""
-    from mcp_server_suite.tools.sql import check_untrusted_sql
-    from mcp_server_suite.tools.sql_policy import FunctionPolicy, PolicyDialect
+    """Microseconds per query for the whole policy and for one parse alone."""
+    from mcp_server_suite.tools.sql.policy import FunctionPolicy, parse_tree_json
+    from mcp_server_suite.tools.sql.statement import RelationCatalog
+    from mcp_server_suite.tools.sql.tool import _prepare
 
     functions = FunctionPolicy()
-    dialect = PolicyDialect()
+    catalog = RelationCatalog(("public",), [("public", "t"), ("public", "private")])
+
+    def whole_policy(text: str) -> None:
+        _prepare(
+            text, max_rows=50, max_result_bytes=1_048_576, functions=functions, catalog=catalog
+        )
+
     rows = []
     for label, text in (("short", SHORT_QUERY), ("long", LONG_QUERY)):
         count = iterations if label == "short" else max(iterations // 20, 50)
         for _ in range(min(count, 50)):
-            check_untrusted_sql(text, max_rows=50, functions=functions)
+            whole_policy(text)
         whole: list[float] = []
         parse: list[float] = []
         for _ in range(count):
             started = time.perf_counter_ns()
-            check_untrusted_sql(text, max_rows=50, functions=functions)
+            whole_policy(text)
             whole.append((time.perf_counter_ns() - started) / 1000)
             started = time.perf_counter_ns()
-            dialect.parse(text)
+            parse_tree_json(text)
             parse.append((time.perf_counter_ns() - started) / 1000)
         whole.sort()
         rows.append(
@@ -367,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({psycopg.pq.__impl__} implementation), PostgreSQL log_statement = "
         + ("all" if options.log_statements else "none")
     )
-    print("\npolicy cost per query (parse, check, LIMIT rewrite, regenerate, check again)")
+    print("\npolicy cost per query (parse, check, qualify, wrap, parse and compare again)")
     print(f"{'query':<6} {'chars':>6} {'median us':>10} {'p99 us':>10} {'parse alone us':>15}")
     for label, chars, median, p99, parse in policy_cost(options.policy_iterations):
         print(f"{label:<6} {chars:>6} {median:>10,.0f} {p99:>10,.0f} {parse:>15,.0f}")

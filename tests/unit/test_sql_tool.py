@@ -309,20 +309,33 @@ def test_explain_runs_the_qualified_query_with_the_rendered_options() -> None:
 def test_a_text_that_would_parse_differently_is_a_defect(monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_server_suite.tools.sql import statement
 
-    # A second parse that disagrees with the first stands in for any splice gone wrong.
+    # A second parse whose query differs from the checked one (or whose wrapper does) stands
+    # in for any splice gone wrong: each is a defect, and nothing runs.
     original = statement.parse_tree_json
-    calls = {"n": 0}
 
-    def second_differs(text: Any) -> Any:
+    def query_differs(text: Any) -> Any:
         tree = original(text)
-        calls["n"] += 1
-        if "LIMIT" in str(text):
+        if "LIMIT" in str(text) and "SELECT 1\n" in str(text):
+            node: Any = tree["stmts"][0]["stmt"]
+            for step in statement._QUERY_PATH:
+                node = node[step]
+            node["SelectStmt"]["targetList"][0]["ResTarget"]["val"]["A_Const"]["ival"] = {"ival": 2}
+        return tree
+
+    monkeypatch.setattr(statement, "parse_tree_json", query_differs)
+    with pytest.raises(PolicyDefect):
+        checked("SELECT 1")
+
+    def wrapper_differs(text: Any) -> Any:
+        # (The wrapper's own template holds SELECT 1; the query under test does not.)
+        tree = original(text)
+        if "LIMIT" in str(text) and "AS two" in str(text):
             tree["stmts"][0]["stmt"]["SelectStmt"]["targetList"] = []
         return tree
 
-    monkeypatch.setattr(statement, "parse_tree_json", second_differs)
+    monkeypatch.setattr(statement, "parse_tree_json", wrapper_differs)
     with pytest.raises(PolicyDefect):
-        checked("SELECT 1")
+        checked("SELECT 2 AS two")
 
 
 def test_a_statement_that_is_not_one_statement_is_a_defect(
