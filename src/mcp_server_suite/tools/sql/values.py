@@ -21,7 +21,8 @@ Rules:
    a first row past it. Then, because each value goes out twice (as `structuredContent` and
    inside the text block, escaped once more) and ASCII-escaped, `normalise_rows` cuts the
    rows at `RESPONSE_FACTOR` times that bound of encoded response (4 MiB by default),
-   measured exactly only when the worst case could exceed it.
+   measured exactly only when the worst case (24 characters of response for one character of
+   text) could exceed it.
 """
 
 import json
@@ -50,10 +51,12 @@ __all__ = [
 # default 1 MiB, enough for the rows twice (text block and structuredContent) with room for
 # escaping, far below the 256 MiB memory limit of the shipped container.
 RESPONSE_FACTOR: Final = 4
-# A byte of row text becomes at most this many characters of response: 6 as an ASCII JSON
-# escape in structuredContent (`\u0001`), 7 in the text block, where the escape's backslash is
-# escaped again. Results whose bytes times this fit the response bound are not measured.
-_WORST_EXPANSION: Final = 13
+# A character of row text becomes at most this many characters of response: a character
+# beyond the Basic Multilingual Plane is a 12-character surrogate-pair escape
+# (`\ud83d\ude00`) both in structuredContent and in the text block (which the frame's ASCII
+# encoding escapes); a control character 6 and 7, a quote 2 and 4. Results whose characters
+# times this fit the response bound are not measured.
+_WORST_EXPANSION: Final = 24
 # The response's own members besides rows and column names (counts, flags, the JSON-RPC and
 # MCP envelope) are counted as this many characters.
 _RESPONSE_OVERHEAD: Final = 1024
