@@ -1465,3 +1465,15 @@ def test_a_cleanup_statement_that_did_not_run_fails_the_check() -> None:
         _ensure_completed(
             [_Result(OK), _Result(psycopg.pq.ExecStatus.PIPELINE_ABORTED)]  # type: ignore[list-item]  # Stand-ins.
         )
+
+
+@pytest.mark.postgres
+def test_a_first_row_past_the_response_bound_is_refused(postgres_server: PostgresServer) -> None:
+    # 4,000 astral characters are 16,000 bytes (within the bound) but 96,000 characters of
+    # response, more than four times 16,384.
+    failure = query_failure(
+        reader_settings(postgres_server, sql_max_result_bytes=16_384),
+        "SELECT string_agg(chr(128512), '') FROM generate_series(1, 4000)",
+    )
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.metadata == {"max_result_bytes": 16_384}

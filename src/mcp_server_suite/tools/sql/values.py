@@ -215,8 +215,8 @@ def normalise_rows(
         `RESPONSE_FACTOR * max_result_bytes`.
 
     Raises:
-        ToolFailure: A JSON document nests deeper than `MAX_JSON_DEPTH`
-            (`MCP_VALIDATION_ERROR`).
+        ToolFailure: A JSON document nests deeper than `MAX_JSON_DEPTH`, or the first row alone
+            would pass the response bound (`MCP_VALIDATION_ERROR`).
     """
     total = 0
     nested = False
@@ -245,6 +245,15 @@ def normalise_rows(
         encoded = json.dumps(row, ensure_ascii=True)
         used += 2 * len(encoded) + encoded.count("\\") + encoded.count('"') + 2
         if used > limit:
+            if index == 0:
+                raise ToolFailure(
+                    f"The first row of the result would take more than the {limit} characters "
+                    f"of response that MCP_SQL_MAX_RESULT_BYTES ({max_result_bytes}) allows once "
+                    "escaped for JSON: select fewer or narrower columns, or a part of the value.",
+                    code=MCPErrorCode.VALIDATION_ERROR,
+                    invalid_params=("query",),
+                    metadata={"max_result_bytes": max_result_bytes},
+                )
             return NormalisedRows(rows[:index], "max_result_bytes")
     return NormalisedRows(rows, None)
 
