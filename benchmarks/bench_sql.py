@@ -383,7 +383,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     server, base = start_postgres(log_statements=options.log_statements)
     tables: dict[bool, dict[str, Figures]] = {False: {}, True: {}}
     try:
-        servers = contenders(server.dsn(), with_postgres_mcp=version is not None)
+        # The reader's own search_path holds built-in schemas only (the role script pins it);
+        # the peers, which qualify nothing, are given the fixture's schema in their DSN. This
+        # server pins its own search_path whatever the DSN says.
+        dsn = server.dsn() + "&options=-csearch_path%3Dpublic"
+        servers = contenders(dsn, with_postgres_mcp=version is not None)
         for distinct in (False, True):
             tables[distinct] = measure(
                 servers, calls=options.calls, rounds=options.rounds, distinct=distinct

@@ -351,6 +351,7 @@ class ParsedStatement:
         end: Where it ends (before a terminating semicolon).
         root: The statement's node type.
         fields: Its fields.
+        tree: The whole parse as libpg_query's JSON text.
     """
 
     source: bytes
@@ -358,6 +359,7 @@ class ParsedStatement:
     end: int
     root: str
     fields: dict[str, Any]
+    tree: str = ""
 
 
 @dataclass(slots=True)
@@ -400,8 +402,29 @@ def _shown(name: str) -> str:
     return quote(name, _SHOWN_CHARS)
 
 
+def parse_tree_text(text: str) -> str:
+    """Parse SQL text with PostgreSQL's parser into its tree, as libpg_query's JSON text.
+
+    Args:
+        text: The SQL.
+
+    Returns:
+        The tree as JSON text: `{"version": ..., "stmts": [...]}`.
+
+    Raises:
+        ToolFailure: The text does not parse (`MCP_VALIDATION_ERROR`).
+    """
+    try:
+        tree: str = _pg.parse_sql_json(text)
+    except _pg.ParseError as exc:
+        raise _invalid(f"The query could not be parsed: {quote(str(exc.args[0]), 200)}") from None
+    except (UnicodeError, ValueError):
+        raise _invalid("The query is not valid UTF-8 text.") from None
+    return tree
+
+
 def parse_tree_json(text: bytes | str) -> dict[str, Any]:
-    """Parse SQL text with PostgreSQL's parser into its JSON tree.
+    """Parse SQL text with PostgreSQL's parser into its decoded tree.
 
     Args:
         text: The SQL, as UTF-8 bytes or text.
@@ -415,14 +438,22 @@ def parse_tree_json(text: bytes | str) -> dict[str, Any]:
     """
     try:
         source = text if isinstance(text, str) else text.decode("utf-8")
-        tree: dict[str, Any] = json.loads(_pg.parse_sql_json(source))
-    except _pg.ParseError as exc:
-        raise _invalid(f"The query could not be parsed: {quote(str(exc.args[0]), 200)}") from None
+    except UnicodeError:
+        raise _invalid("The query is not valid UTF-8 text.") from None
+    return decode_tree(parse_tree_text(source))
+
+
+def decode_tree(tree: str) -> dict[str, Any]:
+    """Decode the JSON text of a tree.
+
+    Raises:
+        ToolFailure: The tree nests too deeply to decode (`MCP_VALIDATION_ERROR`).
+    """
+    try:
+        decoded: dict[str, Any] = json.loads(tree)
     except RecursionError:
         raise _invalid("The query nests too deeply to be checked.") from None
-    except (UnicodeError, ValueError):
-        raise _invalid("The query is not valid UTF-8 text.") from None
-    return tree
+    return decoded
 
 
 def parse_untrusted_sql(text: str) -> ParsedStatement:
@@ -442,7 +473,8 @@ def parse_untrusted_sql(text: str) -> ParsedStatement:
         source = text.encode("utf-8")
     except UnicodeEncodeError:
         raise _invalid("The query is not valid UTF-8 text (it holds a lone surrogate).") from None
-    statements = parse_tree_json(text).get("stmts", [])
+    tree = parse_tree_text(text)
+    statements = decode_tree(tree).get("stmts", [])
     if not statements:
         raise _invalid("The query holds no SQL statement.")
     if len(statements) != 1:
@@ -454,7 +486,9 @@ def parse_untrusted_sql(text: str) -> ParsedStatement:
     length = int(raw.get("stmt_len", 0))
     end = start + length if length else len(source)
     ((root, fields),) = raw["stmt"].items()
-    return ParsedStatement(source=source, start=start, end=end, root=root, fields=fields)
+    return ParsedStatement(
+        source=source, start=start, end=end, root=root, fields=fields, tree=tree
+    )
 
 
 def check_untrusted_tree(

@@ -27,7 +27,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from mcp_server_suite.tools.sql.policy import CheckedTree, parse_tree_json, same_tree
+import json
+import re
+
+from mcp_server_suite.tools.sql.policy import (
+    CheckedTree,
+    decode_tree,
+    parse_tree_json,
+    parse_tree_text,
+    same_tree,
+)
 
 __all__ = [
     "MAX_CATALOG_RELATIONS",
@@ -84,6 +93,46 @@ _QUERY_PATH: Final = (
     "RangeSubselect",
     "subquery",
 )
+
+
+# The byte offsets of a tree's JSON text (`policy.LOCATION_KEYS`), which differ between the
+# text that was checked and the text that runs and mean nothing else. A string value cannot
+# match: inside one, libpg_query escapes every quote.
+_OFFSET_KEYS: Final = (
+    "location|stmt_location|stmt_len|list_start|list_end|arg_location|"
+    "rexpr_list_start|rexpr_list_end"
+)
+# An offset after another member (libpg_query writes offsets last); matching the comma first
+# makes the scan several times faster than an optional one would.
+_OFFSETS: Final = re.compile(r',"(?:' + _OFFSET_KEYS + r')":-?\d+')
+# An offset as an object's first member, should a node ever hold one there.
+_FIRST_OFFSETS: Final = re.compile(r'(?<=\{)"(?:' + _OFFSET_KEYS + r')":-?\d+,?')
+# An unqualified relation in a tree's JSON text (`catalogname` and `schemaname` come first).
+_UNQUALIFIED: Final = re.compile(r'\{"RangeVar":\{"relname":("(?:[^"\\]|\\.)*")')
+# What a tree's JSON text holds around its one statement, offsets removed.
+_STATEMENT: Final = re.compile(r'\{"version":\d+,"stmts":\[\{"stmt":(.*)\}\]\}', re.S)
+
+
+# The openings of an object whose first member is an offset (rare: `ARRAY[]` is one).
+_FIRST_OFFSET_OPENINGS: Final = tuple(
+    '{"' + key + '"' for key in _OFFSET_KEYS.split("|") if not key.startswith("rexpr_list_end")
+)
+
+
+def _canonical(tree: str) -> str:
+    # The tree's JSON text without byte offsets.
+    text = _OFFSETS.sub("", tree)
+    if any(opening in text for opening in _FIRST_OFFSET_OPENINGS):
+        text = _FIRST_OFFSETS.sub("", text)
+    return text
+
+
+def _statement_text(tree: str) -> str:
+    # The canonical JSON text of a parse's one statement.
+    match = _STATEMENT.fullmatch(_canonical(tree))
+    if match is None:
+        raise PolicyDefect("the statement that would run is not one statement")
+    return match.group(1)
 
 
 class PolicyDefect(RuntimeError):
@@ -172,6 +221,8 @@ def render_statement(
     source = statement.source
     pieces: list[bytes] = []
     position = checked.start
+    # Every unqualified use of one name is qualified alike (the decision is the name's).
+    qualified: dict[str, str] = {}
     for relation in sorted(checked.relations, key=lambda ref: ref.offset):
         schema = None if relation.name in checked.ctes else catalog.schema_of(relation.name)
         if schema is None or schema == "pg_catalog":
@@ -179,6 +230,7 @@ def render_statement(
         pieces.append(source[position : relation.offset])
         pieces.append(quote_identifier(schema).encode() + b".")
         position = relation.offset
+        qualified[relation.name] = schema
         # The tree the text must parse to: the same node, now qualified.
         relation.node["schemaname"] = schema
     pieces.append(source[position : statement.end])
@@ -193,15 +245,23 @@ def render_statement(
             sql, max_rows, max_result_bytes, explain_format=checked.explain_format, wrapped=False
         )
     sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
-    tree = _only_statement(sql)
-    inner = _detach(tree, _QUERY_PATH)
-    if (
-        inner is None
-        or not same_tree(inner, {"SelectStmt": checked.query})
-        or not same_tree(tree, _template(max_rows + 1, max_result_bytes))
-    ):
+    # Rule 3, on the JSON texts of the trees (far cheaper than walking them): the caller's
+    # statement with the schemas inserted, inside the wrapper's own tree.
+    expected = _UNQUALIFIED.sub(
+        lambda found: _qualified(found, qualified), _statement_text(statement.tree)
+    )
+    before, after = _template(max_rows + 1, max_result_bytes)
+    if _statement_text(parse_tree_text(sql)) != before + expected + after:
         raise PolicyDefect("the statement that would run differs from the checked query")
     return ExecutableStatement(sql, max_rows, max_result_bytes)
+
+
+def _qualified(found: "re.Match[str]", qualified: Mapping[str, str]) -> str:
+    # An unqualified relation's JSON, with the schema the catalog chose when there is one.
+    schema = qualified.get(json.loads(found.group(1)))
+    if schema is None:
+        return found.group(0)
+    return '{"RangeVar":{"schemaname":' + json.dumps(schema) + ',"relname":' + found.group(1)
 
 
 def wrap_statement(query: str, *, max_rows: int, max_result_bytes: int) -> ExecutableStatement:
@@ -227,7 +287,7 @@ def _only_statement(sql: str) -> dict[str, Any]:
     return stmt
 
 
-def _detach(tree: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any] | None:
+def _detach(tree: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any] | None:  # pragma: no cover
     # Removes the node at `path` from `tree` and returns it, or None when the path is absent.
     node: Any = tree
     for step in path[:-1]:
@@ -243,9 +303,12 @@ def _detach(tree: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any]
 
 
 @functools.lru_cache(maxsize=64)
-def _template(rows: int, budget: int) -> dict[str, Any]:
-    # The wrapper's own tree without the query, for each row cap and bound in use (at most
-    # 50 caps times the one configured bound); never changed once built.
-    tree = _only_statement(_WRAPPER.format(query=_QUERY_MARK, rows=rows, budget=budget))
-    _detach(tree, _QUERY_PATH)
-    return tree
+def _template(rows: int, budget: int) -> tuple[str, str]:
+    # The canonical JSON text of the wrapper's own tree, before and after its query, for each
+    # row cap and bound in use (at most 50 caps times the one configured bound).
+    marker = _WRAPPER.format(query=_QUERY_MARK, rows=rows, budget=budget)
+    inner = _statement_text(parse_tree_text(_QUERY_MARK))
+    parts = _statement_text(parse_tree_text(marker)).split(inner)
+    if len(parts) != 2:
+        raise PolicyDefect("the wrapper's template does not hold its query once")
+    return parts[0], parts[1]
