@@ -309,33 +309,39 @@ def test_explain_runs_the_qualified_query_with_the_rendered_options() -> None:
 def test_a_text_that_would_parse_differently_is_a_defect(monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_server_suite.tools.sql import statement
 
-    # A second parse whose query differs from the checked one (or whose wrapper does) stands
+    # A second parse whose query differs from the checked one, or whose wrapper does, stands
     # in for any splice gone wrong: each is a defect, and nothing runs.
-    original = statement.parse_tree_json
+    original = statement.parse_tree_text
 
-    def query_differs(text: Any) -> Any:
+    def query_differs(text: str) -> str:
         tree = original(text)
-        if "LIMIT" in str(text) and "SELECT 1\n" in str(text):
-            node: Any = tree["stmts"][0]["stmt"]
-            for step in statement._QUERY_PATH:
-                node = node[step]
-            node["SelectStmt"]["targetList"][0]["ResTarget"]["val"]["A_Const"]["ival"] = {"ival": 2}
+        return tree.replace('{"ival":7}', '{"ival":8}') if "LIMIT" in text else tree
+
+    monkeypatch.setattr(statement, "parse_tree_text", query_differs)
+    with pytest.raises(PolicyDefect):
+        checked("SELECT 7 AS seven")
+
+    def wrapper_differs(text: str) -> str:
+        tree = original(text)
+        return tree.replace('"mcp_row_bytes"', '"mcp_row_bites"') if "seven" in text else tree
+
+    monkeypatch.setattr(statement, "parse_tree_text", wrapper_differs)
+    with pytest.raises(PolicyDefect):
+        checked("SELECT 7 AS seven")
+
+    from mcp_server_suite.tools.sql import policy
+
+    real = policy.parse_tree_json
+
+    def explained_query_differs(text: Any) -> Any:
+        tree = real(text)
+        if str(text).startswith("EXPLAIN"):
+            tree["stmts"][0]["stmt"]["ExplainStmt"]["query"]["SelectStmt"]["targetList"] = []
         return tree
 
-    monkeypatch.setattr(statement, "parse_tree_json", query_differs)
+    monkeypatch.setattr(statement, "parse_tree_json", explained_query_differs)
     with pytest.raises(PolicyDefect):
-        checked("SELECT 1")
-
-    def wrapper_differs(text: Any) -> Any:
-        # (The wrapper's own template holds SELECT 1; the query under test does not.)
-        tree = original(text)
-        if "LIMIT" in str(text) and "AS two" in str(text):
-            tree["stmts"][0]["stmt"]["SelectStmt"]["targetList"] = []
-        return tree
-
-    monkeypatch.setattr(statement, "parse_tree_json", wrapper_differs)
-    with pytest.raises(PolicyDefect):
-        checked("SELECT 2 AS two")
+        checked("EXPLAIN SELECT 7")
 
 
 def test_a_statement_that_is_not_one_statement_is_a_defect(
@@ -343,9 +349,12 @@ def test_a_statement_that_is_not_one_statement_is_a_defect(
 ) -> None:
     from mcp_server_suite.tools.sql import statement
 
-    monkeypatch.setattr(statement, "parse_tree_json", lambda text: {"stmts": []})
+    monkeypatch.setattr(statement, "parse_tree_text", lambda text: '{"version":1,"stmts":[]}')
     with pytest.raises(PolicyDefect):
         checked("SELECT 1")
+    monkeypatch.setattr(statement, "parse_tree_json", lambda text: {"stmts": []})
+    with pytest.raises(PolicyDefect):
+        checked("EXPLAIN SELECT 1")
 
 
 _NAMES = st.sampled_from(sorted(BUILTIN_FUNCTIONS))

@@ -486,9 +486,7 @@ def parse_untrusted_sql(text: str) -> ParsedStatement:
     length = int(raw.get("stmt_len", 0))
     end = start + length if length else len(source)
     ((root, fields),) = raw["stmt"].items()
-    return ParsedStatement(
-        source=source, start=start, end=end, root=root, fields=fields, tree=tree
-    )
+    return ParsedStatement(source=source, start=start, end=end, root=root, fields=fields, tree=tree)
 
 
 def check_untrusted_tree(

@@ -22,17 +22,15 @@ Rules:
 """
 
 import functools
+import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-import json
-import re
-
 from mcp_server_suite.tools.sql.policy import (
     CheckedTree,
-    decode_tree,
     parse_tree_json,
     parse_tree_text,
     same_tree,
@@ -44,7 +42,6 @@ __all__ = [
     "ExecutableStatement",
     "PolicyDefect",
     "RelationCatalog",
-    "parse_tree_json",
     "quote_identifier",
     "render_statement",
     "wrap_statement",
@@ -73,28 +70,6 @@ _WRAPPER: Final = (
     "LEFT JOIN LATERAL (SELECT (w.mcp_row).*) AS r "
     "ON w.mcp_result_bytes OPERATOR(pg_catalog.<=) {budget}"
 )
-# Where the caller's query sits in the wrapper's tree.
-_QUERY_PATH: Final = (
-    "SelectStmt",
-    "fromClause",
-    0,
-    "JoinExpr",
-    "larg",
-    "RangeSubselect",
-    "subquery",
-    "SelectStmt",
-    "fromClause",
-    0,
-    "RangeSubselect",
-    "subquery",
-    "SelectStmt",
-    "fromClause",
-    0,
-    "RangeSubselect",
-    "subquery",
-)
-
-
 # The byte offsets of a tree's JSON text (`policy.LOCATION_KEYS`), which differ between the
 # text that was checked and the text that runs and mean nothing else. A string value cannot
 # match: inside one, libpg_query escapes every quote.
@@ -285,21 +260,6 @@ def _only_statement(sql: str) -> dict[str, Any]:
         raise PolicyDefect("the statement that would run is not one statement")
     stmt: dict[str, Any] = statements[0]["stmt"]
     return stmt
-
-
-def _detach(tree: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any] | None:  # pragma: no cover
-    # Removes the node at `path` from `tree` and returns it, or None when the path is absent.
-    node: Any = tree
-    for step in path[:-1]:
-        try:
-            node = node[step]
-        except (KeyError, IndexError, TypeError):
-            return None
-    last = path[-1]
-    if not isinstance(node, dict) or last not in node:
-        return None
-    detached: dict[str, Any] = node.pop(last)
-    return detached
 
 
 @functools.lru_cache(maxsize=64)
