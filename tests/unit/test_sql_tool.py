@@ -309,9 +309,11 @@ def test_explain_runs_the_qualified_query_with_the_rendered_options() -> None:
 def test_a_text_that_would_parse_differently_is_a_defect(monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_server_suite.tools.sql import statement
 
+    from mcp_server_suite.tools.sql import policy
+
     # A second parse whose query differs from the checked one, or whose wrapper does, stands
     # in for any splice gone wrong: each is a defect, and nothing runs.
-    original = statement.parse_tree_text
+    original = policy.parse_tree_text
 
     def query_differs(text: str) -> str:
         tree = original(text)
@@ -328,8 +330,6 @@ def test_a_text_that_would_parse_differently_is_a_defect(monkeypatch: pytest.Mon
     monkeypatch.setattr(statement, "parse_tree_text", wrapper_differs)
     with pytest.raises(PolicyDefect):
         checked("SELECT 7 AS seven")
-
-    from mcp_server_suite.tools.sql import policy
 
     real = policy.parse_tree_json
 
