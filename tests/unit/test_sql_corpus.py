@@ -118,7 +118,7 @@ def test_corpus_against_the_server(postgres_server: PostgresServer) -> None:
             leftovers = await tool.run(
                 ReadOnlySQLParams(
                     query="SELECT (SELECT count(*) FROM pg_prepared_statements "
-                    "WHERE name <> 'mcp_guard') AS prepared, "
+                    "WHERE name NOT IN ('mcp_guard', 'mcp_read_back')) AS prepared, "
                     "(SELECT count(*) FROM pg_cursors "
                     "WHERE name NOT IN ('mcp_read_only_sql', '')) AS cursors, "
                     "current_setting('standard_conforming_strings') AS scs, "

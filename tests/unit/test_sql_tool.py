@@ -1015,7 +1015,7 @@ def test_session_state_never_survives_a_call(postgres_server: PostgresServer) ->
             fetched = await fetch_read_only(
                 conn,
                 "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'),"
-                " (SELECT count(*) FROM pg_prepared_statements WHERE name <> 'mcp_guard'),"
+                " (SELECT count(*) FROM pg_prepared_statements WHERE name NOT IN ('mcp_guard', 'mcp_read_back')),"
                 " (SELECT count(*) FROM pg_listening_channels()),"
                 " (SELECT count(*) FROM pg_cursors WHERE name NOT IN ('mcp_read_only_sql', ''))",
                 max_rows=1,
@@ -1152,13 +1152,25 @@ def test_read_back_must_be_one_complete_row() -> None:
     for row in (None, ("on", "UTF8")):
         with pytest.raises(DatabaseUnavailable):
             pins.ensure_read_back(row)
-    good = ("on", "UTF8", "pg_catalog, ext, pg_temp", "on", "ISO, YMD", "iso_8601", "hex", "off", 0)
+    good = (
+        "on",
+        "UTF8",
+        "pg_catalog, ext, pg_temp",
+        "on",
+        "ISO, YMD",
+        "iso_8601",
+        "hex",
+        "off",
+        0,
+        0,
+    )
     pins.ensure_read_back(good)
     for bad in (
         (*good[:2], "pg_catalog, public", *good[3:]),
         (*good[:2], "pg_temp, pg_catalog, ext", *good[3:]),
-        (*good[:8], 1),
-        (*good[:7], "on", 0),
+        (*good[:8], 1, 0),
+        (*good[:9], 1),
+        (*good[:7], "on", 0, 0),
     ):
         with pytest.raises(DatabaseUnavailable):
             pins.ensure_read_back(bad)
@@ -1231,14 +1243,15 @@ def test_policy_answers_are_cached_per_query_and_cap(
 
 
 @pytest.mark.postgres
-def test_a_call_clears_its_session_in_its_own_round_trip(
+def test_a_call_that_leaves_state_closes_its_connection(
     postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_server_suite.tools.sql.session import SessionPins
+    from mcp_server_suite.tools.sql.session import DatabaseUnavailable, SessionPins
 
-    # The policy refuses pg_advisory_lock; the checked query is built by hand to get past it,
-    # as a policy defect would. The lock is gone before the pool sees the connection again,
-    # and the pool's own reset never runs for a call that ended cleanly.
+    # The policy refuses pg_advisory_lock; the statement is built by hand to get past it, as a
+    # policy defect would. The call's own read-back finds the lock, and the connection is
+    # closed (which releases it) instead of going back to the pool; a call that ends clean
+    # never needs the pool's reset.
     resets: list[int] = []
     original = SessionPins.reset_statements
 
@@ -1256,17 +1269,19 @@ def test_a_call_clears_its_session_in_its_own_round_trip(
 
     async def body(tool: SQLTool) -> tuple[int, list[list[Any]]]:
         await tool.run(ReadOnlySQLParams(query="SELECT 1"))
-        resets.clear()  # The catalog's own read was reset by the pool.
         database = tool._database
         assert database is not None
         async with database._pool.connection() as conn:
-            rows = (await database._run_on(conn, locking)).rows
-            locks = database_state(postgres_server).advisory_locks
-        await tool.run(ReadOnlySQLParams(query="SELECT 2"))
+            with pytest.raises(DatabaseUnavailable):
+                await database._run_on(conn, locking)
+            assert conn.closed
+        locks = database_state(postgres_server).advisory_locks
+        resets.clear()
+        rows = (await tool.run(ReadOnlySQLParams(query="SELECT 2"))).rows
         return locks, rows
 
     try:
-        assert run_with_tool(settings, body) == (0, [[""]])
+        assert run_with_tool(settings, body) == (0, [[2]])
     finally:
         with postgres_server.connect() as superuser:
             superuser.execute("REVOKE EXECUTE ON FUNCTION pg_advisory_lock(bigint) FROM mcp_reader")

@@ -78,6 +78,7 @@ __all__ = [
     "GUARD_NAME",
     "IDLE_IN_TRANSACTION_TIMEOUT_MS",
     "LOCK_TIMEOUT_MS",
+    "READ_BACK_NAME",
     "SQLSTATE_CLASSES",
     "SQLSTATE_CODES",
     "DatabaseUnavailable",
@@ -97,6 +98,8 @@ CURSOR_NAME: Final = "mcp_read_only_sql"
 # The prepared statement of the role audit's guard, kept on each connection for its lifetime:
 # planning the guard costs about 2 ms, running it prepared a few hundred microseconds.
 GUARD_NAME: Final = "mcp_guard"
+# The prepared read-back of the pins that ends every call (planned once per connection).
+READ_BACK_NAME: Final = "mcp_read_back"
 # The relation catalog that qualifies unqualified names is read again after this long, and
 # at most once a second when a query names a relation it does not hold: a table created a
 # moment ago is found on the next call, without a catalog read on every call.
@@ -152,6 +155,7 @@ _BEGIN: Final = b"BEGIN TRANSACTION READ ONLY"
 _DECLARE: Final = b"DECLARE " + _CURSOR + b" NO SCROLL CURSOR FOR "
 _ROLLBACK: Final = b"ROLLBACK"
 _EXECUTE_GUARD: Final = b"EXECUTE " + sql.Identifier(GUARD_NAME).as_bytes(None)
+_EXECUTE_READ_BACK: Final = b"EXECUTE " + sql.Identifier(READ_BACK_NAME).as_bytes(None)
 # The guard's place in the read segment: after BEGIN and SET LOCAL.
 _GUARD_INDEX: Final = 2
 
@@ -175,7 +179,15 @@ _READ_BACK: Final = (
     "pg_catalog.current_setting('bytea_output'), "
     "pg_catalog.current_setting('is_superuser'), "
     "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements "
-    f"WHERE name OPERATOR(pg_catalog.<>) '{GUARD_NAME}')"
+    f"WHERE name OPERATOR(pg_catalog.<>) ALL ('{{{GUARD_NAME},{READ_BACK_NAME}}}')), "
+    # What a rolled-back transaction leaves in a session: holdable cursors (the read-back's
+    # own unnamed portal aside), LISTEN registrations and session-level advisory locks.
+    "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors "
+    "WHERE name OPERATOR(pg_catalog.<>) '') "
+    "+ (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels()) "
+    "+ (SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks "
+    "WHERE locktype OPERATOR(pg_catalog.=) 'advisory' "
+    "AND pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())"
 )
 # The results a statement of the cleanup segment may end with.
 _COMPLETED: Final = frozenset({ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK})
@@ -261,12 +273,14 @@ class SessionPins:
 
     @staticmethod
     def cleanup_statements() -> tuple[bytes, ...]:
-        """Return the same reset and read-back as `reset_statements()`, one statement each.
+        """Return the read-back that ends a call: the pins, and no state left behind.
 
-        A pipeline sends every statement over the extended protocol, which takes one
-        statement per message.
+        A call that ends with its own cleanup segment has run only the checked statement, so
+        the session is proved clean rather than cleared: a cursor, listener, advisory lock or
+        prepared statement that is there anyway fails the read-back, and the connection is
+        closed. (The pool's reset, after a cancelled or failed call, clears them first.)
         """
-        return (*(statement.encode() for statement in _RESET_STATEMENTS), _READ_BACK.encode())
+        return (_EXECUTE_READ_BACK,)
 
     @staticmethod
     def read_back() -> sql.SQL:
@@ -279,11 +293,13 @@ class SessionPins:
         Raises:
             DatabaseUnavailable: A setting differs from its pin, or the role is a superuser.
         """
-        if row is None or len(row) != 9:
+        if row is None or len(row) != 10:
             raise DatabaseUnavailable("the session's settings could not be read back")
         scs, encoding, path, read_only, date_style, interval_style, bytea, superuser = row[:8]
         if row[8] != 0:
             raise DatabaseUnavailable("the session holds a prepared statement of its own")
+        if row[9] != 0:
+            raise DatabaseUnavailable("the session holds a cursor, listener or advisory lock")
         if superuser != "off":
             raise DatabaseUnavailable(
                 "refusing to run queries as a superuser: connect as a least-privilege role "
@@ -415,6 +431,7 @@ class ReadOnlyDatabase:
         self._pins.ensure_read_back(await _last_row(cursor))
         await self._audit(conn)
         await conn.execute(f"PREPARE {GUARD_NAME} AS {guard_sql(self._trusted)}")
+        await conn.execute(f"PREPARE {READ_BACK_NAME} AS {_READ_BACK}")
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
         # The pool calls this on every connection returned to it (Rule 5).
