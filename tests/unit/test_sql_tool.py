@@ -1501,3 +1501,70 @@ def test_a_first_row_past_the_response_bound_is_refused(postgres_server: Postgre
     )
     assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
     assert failure.problem.metadata == {"max_result_bytes": 16_384}
+
+
+@pytest.mark.postgres
+def test_explain_runs_in_the_read_only_transaction(postgres_server: PostgresServer) -> None:
+    settings = reader_settings(postgres_server)
+    text = query(settings, "EXPLAIN SELECT * FROM t WHERE id = 1")
+    assert text.columns == ["QUERY PLAN"]
+    assert any("Index Scan" in row[0] or "Seq Scan" in row[0] for row in text.rows)
+    plan = query(settings, "EXPLAIN (FORMAT JSON, COSTS FALSE) SELECT * FROM t")
+    assert plan.row_count == 1
+    assert plan.rows[0][0][0]["Plan"]["Relation Name"] == "t"
+    assert "Total Cost" not in plan.rows[0][0][0]["Plan"]
+    assert query(settings, "EXPLAIN SELECT * FROM t", max_rows=1).truncated_reason in (
+        None,
+        "max_rows",
+    )
+
+
+@pytest.mark.postgres
+def test_a_connection_never_set_up_is_never_used(postgres_server: PostgresServer) -> None:
+    from mcp_server_suite.tools.sql.session import DatabaseUnavailable, ReadOnlyDatabase
+    from mcp_server_suite.tools.sql.tool import trusted_code
+    from mcp_server_suite.tools.sql.values import make_adapters
+
+    settings = reader_settings(postgres_server)
+    database = ReadOnlyDatabase(
+        postgres_server.dsn(),
+        trusted=trusted_code(settings),
+        statement_timeout_ms=1000,
+        application_name="t",
+        connect_timeout=2,
+        query_timeout=1,
+        pool_max_size=1,
+    )
+
+    async def body() -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            postgres_server.dsn(), autocommit=True, context=make_adapters()
+        )
+        try:
+            with pytest.raises(DatabaseUnavailable):
+                await database._reset(conn)
+            with pytest.raises(DatabaseUnavailable):
+                await database._run_on(conn, checked("SELECT 1"))
+            assert conn.closed
+        finally:
+            await conn.close()
+
+    asyncio.run(body())
+
+
+def test_a_guard_refusal_without_an_audit_finding_says_what_to_do() -> None:
+    from mcp_server_suite.tools.sql.session import _GuardFailed, _rows_or_raise
+
+    with pytest.raises(ToolFailure) as caught:
+        _rows_or_raise(_GuardFailed())
+    assert "retry" in caught.value.problem.detail
+    assert caught.value.problem.code is MCPErrorCode.ACCESS_DENIED
+
+
+def test_the_schema_tool_closes_the_shared_pool() -> None:
+    from mcp_server_suite.tools.sql import build_sql_tools
+
+    specs = build_sql_tools(Settings(sql_dsn=SecretStr("postgresql://u@/db?host=/nonexistent")))
+    close = specs["sql_schema"].close
+    assert close is not None
+    asyncio.run(close())

@@ -24,6 +24,7 @@ Rules:
    first call only.
 """
 
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -581,22 +582,18 @@ _LEGACY_OPTIONS: Final = frozenset({"ANALYZE", "ANALYSE", "VERBOSE"})
 def _explained_query_start(statement: ParsedStatement) -> int:
     # The byte offset where the explained query begins: after EXPLAIN, its parenthesised
     # options (a parenthesis followed by anything but a query) and its legacy keywords.
+    # The statement parsed, so its parentheses balance and a query follows the options.
     text = statement.source[statement.start : statement.end].decode("utf-8")
-    tokens = _pg.scan(text)
+    names = [token.name for token in _pg.scan(text)]
     index = 1
-    if len(tokens) > 2 and tokens[1].name == "ASCII_40" and tokens[2].name not in _QUERY_STARTS:
-        depth = 0
-        while index < len(tokens):
-            depth += _PARENTHESES.get(tokens[index].name, 0)
-            index += 1
-            if depth == 0:
-                break
-    while index < len(tokens) and tokens[index].name in _LEGACY_OPTIONS:
+    if names[1] == "ASCII_40" and names[2] not in _QUERY_STARTS:
+        depths = itertools.accumulate(_PARENTHESES.get(name, 0) for name in names[1:])
+        index = 2 + next(position for position, depth in enumerate(depths) if depth == 0)
+    while names[index] in _LEGACY_OPTIONS:
         index += 1
-    if index >= len(tokens):
-        return statement.end
+    start = _pg.scan(text)[index].start
     # The scanner counts characters; the tree's offsets count bytes.
-    return statement.start + len(text[: tokens[index].start].encode("utf-8"))
+    return statement.start + len(text[:start].encode("utf-8"))
 
 
 def _option_value(arg: dict[str, Any] | None) -> bool | str | None:
@@ -613,8 +610,7 @@ def _option_value(arg: dict[str, Any] | None) -> bool | str | None:
         return word
     if kind == "Integer" and value.get("ival", 0) in (0, 1):
         return bool(value.get("ival", 0))
-    if kind == "Boolean":
-        return bool(value.get("boolval", False))
+    # (PostgreSQL's grammar spells TRUE and FALSE here as words, never as Boolean nodes.)
     return None
 
 

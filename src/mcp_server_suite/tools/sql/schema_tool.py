@@ -156,10 +156,6 @@ class SchemaTool:
             truncated=fetched.truncated,
         )
 
-    async def aclose(self) -> None:
-        """Close the shared pool (closing it twice is harmless)."""
-        await self._sql.aclose()
-
 
 def _split(name: str | None, schemas: tuple[str, ...]) -> tuple[str | None, str | None]:
     # "name" or "schema.name", as PostgreSQL stores them; a schema outside the allowed ones

@@ -440,10 +440,16 @@ class ReadOnlyDatabase:
             # after its last statement: nothing has run on it since.
             self._cleaned.discard(conn)
             return
+        pins = self._set_up_pins()
+        cursor = await conn.execute(pins.reset_statements())
+        pins.ensure_read_back(await _last_row(cursor))
+
+    def _set_up_pins(self) -> SessionPins:
+        # The pins, known once a first connection has been set up (every connection the pool
+        # hands out has been).
         if self._pins is None:
-            raise DatabaseUnavailable("a connection was returned before any was set up")
-        cursor = await conn.execute(self._pins.reset_statements())
-        self._pins.ensure_read_back(await _last_row(cursor))
+            raise DatabaseUnavailable("a connection was used before any was set up")
+        return self._pins
 
     async def catalog(self, *, missing: bool = False) -> RelationCatalog:
         """Return the relation catalog, read again when it is old (or, given `missing`, a
@@ -512,24 +518,23 @@ class ReadOnlyDatabase:
         problems = self._problems.get(conn)
         try:
             ensure_reported_pins(conn)
+            pins = self._set_up_pins()
         except DatabaseUnavailable:
             await conn.close()
             raise
-        if problems is None or self._pins is None:
-            await conn.close()
-            raise DatabaseUnavailable("a connection was used before it was set up")
-        if problems:
-            # Rule 2: a connection whose audit failed runs nothing until an audit passes; it
-            # is audited again on each use, so that a fixed role is served at once.
+        if problems is None or problems:
+            # Rule 2: a connection whose audit failed (or, were there one, that was never
+            # audited) runs nothing until an audit passes; it is audited again on each use,
+            # so that a fixed role is served at once.
             problems = await self._audit(conn)
             if problems:
                 raise refusal(problems)
         outcome = await _read_in_one_round_trip(
             conn,
             statement,
-            statement_timeout_ms=self._pins.statement_timeout_ms,
+            statement_timeout_ms=pins.statement_timeout_ms,
             client_timeout=self._query_timeout + CLIENT_GRACE_S,
-            pins=self._pins,
+            pins=pins,
             guarded=True,
         )
         # The read returned, so its cleanup segment cleared the session and proved the pins
