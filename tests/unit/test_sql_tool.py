@@ -307,9 +307,7 @@ def test_explain_runs_the_qualified_query_with_the_rendered_options() -> None:
 
 
 def test_a_text_that_would_parse_differently_is_a_defect(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_server_suite.tools.sql import statement
-
-    from mcp_server_suite.tools.sql import policy
+    from mcp_server_suite.tools.sql import policy, statement
 
     # A second parse whose query differs from the checked one, or whose wrapper does, stands
     # in for any splice gone wrong: each is a defect, and nothing runs.
@@ -1015,7 +1013,8 @@ def test_session_state_never_survives_a_call(postgres_server: PostgresServer) ->
             fetched = await fetch_read_only(
                 conn,
                 "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'),"
-                " (SELECT count(*) FROM pg_prepared_statements WHERE name NOT IN ('mcp_guard', 'mcp_read_back')),"
+                " (SELECT count(*) FROM pg_prepared_statements"
+                " WHERE name NOT IN ('mcp_guard', 'mcp_read_back')),"
                 " (SELECT count(*) FROM pg_listening_channels()),"
                 " (SELECT count(*) FROM pg_cursors WHERE name NOT IN ('mcp_read_only_sql', ''))",
                 max_rows=1,
@@ -1511,8 +1510,9 @@ def test_explain_runs_in_the_read_only_transaction(postgres_server: PostgresServ
     assert any("Index Scan" in row[0] or "Seq Scan" in row[0] for row in text.rows)
     plan = query(settings, "EXPLAIN (FORMAT JSON, COSTS FALSE) SELECT * FROM t")
     assert plan.row_count == 1
-    assert plan.rows[0][0][0]["Plan"]["Relation Name"] == "t"
-    assert "Total Cost" not in plan.rows[0][0][0]["Plan"]
+    document: Any = plan.rows[0][0]
+    assert document[0]["Plan"]["Relation Name"] == "t"
+    assert "Total Cost" not in document[0]["Plan"]
     assert query(settings, "EXPLAIN SELECT * FROM t", max_rows=1).truncated_reason in (
         None,
         "max_rows",
