@@ -1507,7 +1507,7 @@ def test_explain_runs_in_the_read_only_transaction(postgres_server: PostgresServ
     settings = reader_settings(postgres_server)
     text = query(settings, "EXPLAIN SELECT * FROM t WHERE id = 1")
     assert text.columns == ["QUERY PLAN"]
-    assert any("Index Scan" in row[0] or "Seq Scan" in row[0] for row in text.rows)
+    assert any("Scan" in str(row[0]) for row in text.rows)
     plan = query(settings, "EXPLAIN (FORMAT JSON, COSTS FALSE) SELECT * FROM t")
     assert plan.row_count == 1
     document: Any = plan.rows[0][0]
