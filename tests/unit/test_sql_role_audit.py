@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 import psycopg
+import psycopg.sql
 import pytest
 
 from mcp_server_suite.config import SecretStr, Settings
@@ -92,10 +93,25 @@ def _problems(
         return [RoleProblem(*map(str, row)) for row in conn.execute(audit_sql(trusted)).fetchall()]
 
 
+def run_guard(
+    conn: psycopg.Connection[tuple[object, ...]], trusted: TrustedCode, last: str = ""
+) -> str:
+    # Runs the guard as the session does: prepared, given the snapshot it last passed under.
+    conn.execute(f"PREPARE probe_guard(pg_catalog.text) AS {guard_sql(trusted)}")
+    try:
+        row = conn.execute(
+            psycopg.sql.SQL("EXECUTE probe_guard({})").format(psycopg.sql.Literal(last))
+        ).fetchone()
+    finally:
+        conn.execute("DEALLOCATE probe_guard")
+    assert row is not None
+    return str(row[0])
+
+
 def _guard_fails(server: PostgresServer, user: str = PROBE_ROLE) -> bool:
     with server.connect(user) as conn:
         try:
-            conn.execute(guard_sql(TRUSTED))
+            run_guard(conn, TRUSTED)
         except psycopg.Error as exc:
             return exc.sqlstate == GUARD_SQLSTATE
         return False
@@ -216,7 +232,7 @@ def test_each_problem_is_found_with_its_fix_and_fails_the_guard(
         assert any(fix in problem.fix for problem in found)
         with scratch.connect(PROBE_ROLE) as conn:
             with pytest.raises(psycopg.Error) as caught:
-                conn.execute(guard_sql(trusted))
+                run_guard(conn, trusted)
             assert caught.value.sqlstate == GUARD_SQLSTATE
     finally:
         with scratch.connect() as conn:
@@ -263,7 +279,7 @@ def test_trusted_extensions_and_allowed_functions_are_trusted(
     missing = TrustedCode(schemas=("public",), extensions=("tsm_system_rows", "no_such_extension"))
     with server.connect(HOSTILE_READER, database="clean") as conn:
         assert [row[0] for row in conn.execute(audit_sql(missing))] == ["extension"]
-        conn.execute(guard_sql(missing))  # A missing extension is reported, never refused.
+        run_guard(conn, missing)  # A missing extension is reported, never refused.
 
 
 def test_a_call_is_refused_in_band_while_the_role_may_run_untrusted_code(
@@ -354,3 +370,18 @@ def test_audit_database_reports_a_refused_login(
     lines = audit_database(server.dsn("no_such_role"), TRUSTED, connect_timeout=2)
     assert len(lines) == 1
     assert lines[0].startswith("cannot connect to the database: ")
+
+
+def test_the_guard_skips_its_checks_only_under_the_snapshot_it_passed_under(
+    scratch: PostgresServer,
+) -> None:
+    _as_owner(scratch, "CREATE FUNCTION v.g() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+    with scratch.connect(PROBE_ROLE) as conn:
+        passed = run_guard(conn, TRUSTED)
+        assert run_guard(conn, TRUSTED, passed) == passed
+    # Any commit since (here: a grant that makes the role able to run planted code) changes
+    # the snapshot, so the checks run again and fail.
+    _as_owner(scratch, f"GRANT EXECUTE ON FUNCTION v.g() TO {PROBE_ROLE}")
+    with scratch.connect(PROBE_ROLE) as conn, pytest.raises(psycopg.Error) as caught:
+        run_guard(conn, TRUSTED, passed)
+    assert caught.value.sqlstate == GUARD_SQLSTATE

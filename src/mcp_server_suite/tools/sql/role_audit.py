@@ -273,7 +273,9 @@ WHERE x NOT IN (SELECT extname FROM pg_catalog.pg_extension)"""
 
 # The guard: the same conditions as `_PROBLEMS`, as existence tests that name nothing, with
 # the cheap filters first, so that a role without problems pays a few index scans per call.
-_GUARD: Final = """SELECT 1 OPERATOR(pg_catalog./) (NOT EXISTS (
+_GUARD: Final = """SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text,
+CASE WHEN pg_catalog.pg_current_snapshot()::pg_catalog.text OPERATOR(pg_catalog.=) $1 THEN 1
+ELSE 1 OPERATOR(pg_catalog./) (NOT EXISTS (
   SELECT FROM pg_catalog.pg_roles AS r
   WHERE r.rolname OPERATOR(pg_catalog.=) pg_catalog.current_user() AND r.rolsuper
   UNION ALL
@@ -336,17 +338,23 @@ _GUARD: Final = """SELECT 1 OPERATOR(pg_catalog./) (NOT EXISTS (
     AND pg_catalog.has_function_privilege(e.oid, 'EXECUTE')
     AND pg_catalog.strpos(x.body, pg_catalog.concat(' :funcid ', e.oid, ' '))
         OPERATOR(pg_catalog.>) 0
-))::pg_catalog.int4"""
+))::pg_catalog.int4 END"""
 
 
 def guard_sql(trusted: TrustedCode) -> str:
     """Return the statement that fails with `GUARD_SQLSTATE` while any problem exists.
 
+    The statement takes one parameter, the snapshot (`pg_current_snapshot()` as text) under
+    which it last passed on the connection, and returns the current one: when they are
+    equal, no transaction has committed (or begun writing) anywhere since, so no catalog can
+    have changed, and the checks are skipped. Otherwise they run, in the same statement.
+
     Args:
         trusted: What the operator trusts.
 
     Returns:
-        One SELECT, cheap enough for every call: `_PROBLEMS`'s conditions as existence tests.
+        One SELECT of one row (snapshot, 1), cheap enough for every call: `_PROBLEMS`'s
+        conditions as existence tests.
     """
     return _GUARD.format(  # nosec B608  # Fixed text; the arrays are quoted constants.
         extensions=_text_array(trusted.extensions),

@@ -16,7 +16,9 @@ Rules:
 3. One call is one network round trip: a libpq pipeline of two segments, each ended by a
    Sync. The read: `BEGIN TRANSACTION READ ONLY`, a transaction-local `statement_timeout`,
    `EXECUTE mcp_guard` (which fails while the role could run untrusted code, aborting the
-   rest of the segment), then `DECLARE ... NO SCROLL CURSOR FOR <statement>` and
+   rest of the segment; it skips its checks while the cluster's snapshot is the one under
+   which it last passed on the connection), then `DECLARE ... NO SCROLL CURSOR FOR
+   <statement>` and
    `FETCH FORWARD max_rows + 1` (an EXPLAIN runs as it is instead). The cleanup: `ROLLBACK`,
    then the session reset and the read-back of the pins. Every statement travels over the
    extended query protocol, in which PostgreSQL refuses a second statement in one. An error
@@ -156,6 +158,8 @@ _DECLARE: Final = b"DECLARE " + _CURSOR + b" NO SCROLL CURSOR FOR "
 _ROLLBACK: Final = b"ROLLBACK"
 _EXECUTE_GUARD: Final = b"EXECUTE " + sql.Identifier(GUARD_NAME).as_bytes(None)
 _EXECUTE_READ_BACK: Final = b"EXECUTE " + sql.Identifier(READ_BACK_NAME).as_bytes(None)
+# A snapshot as `pg_current_snapshot()` writes it: xmin:xmax:xip,...
+_SNAPSHOT: Final = re.compile(r"\d+:\d+:[\d,]*")
 # The guard's place in the read segment: after BEGIN and SET LOCAL.
 _GUARD_INDEX: Final = 2
 
@@ -206,12 +210,14 @@ class FetchedRows:
         rows: At most `max_rows` rows of JSON values.
         truncated: True when a server bound, not the query, ended the rows.
         truncated_reason: `max_rows` or `max_result_bytes`, or None.
+        guarded_at: The snapshot under which the call's guard passed, if it ran one.
     """
 
     columns: list[str]
     rows: list[list[Any]]
     truncated: bool
     truncated_reason: str | None = None
+    guarded_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +256,9 @@ class SessionPins:
                 "SET statement_timeout = {statement}; "
                 "SET lock_timeout = {lock}; "
                 "SET idle_in_transaction_session_timeout = {idle}; "
+                # The session's only prepared statements are the guard and the read-back:
+                # planned once, never again per call (the guard takes a parameter).
+                "SET plan_cache_mode = force_generic_plan; "
             ).format(
                 path=path,
                 statement=sql.Literal(self.statement_timeout_ms),
@@ -390,6 +399,10 @@ class ReadOnlyDatabase:
         self._problems: Final[
             weakref.WeakKeyDictionary[AsyncConnection[Any], list[RoleProblem]]
         ] = weakref.WeakKeyDictionary()
+        # The snapshot under which each connection's guard last passed (Rule 3).
+        self._guarded_at: Final[weakref.WeakKeyDictionary[AsyncConnection[Any], str]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
@@ -430,7 +443,7 @@ class ReadOnlyDatabase:
         cursor = await conn.execute(self._pins.set_statements())
         self._pins.ensure_read_back(await _last_row(cursor))
         await self._audit(conn)
-        await conn.execute(f"PREPARE {GUARD_NAME} AS {guard_sql(self._trusted)}")
+        await conn.execute(f"PREPARE {GUARD_NAME}(pg_catalog.text) AS {guard_sql(self._trusted)}")
         await conn.execute(f"PREPARE {READ_BACK_NAME} AS {_READ_BACK}")
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
@@ -535,11 +548,13 @@ class ReadOnlyDatabase:
             statement_timeout_ms=pins.statement_timeout_ms,
             client_timeout=self._query_timeout + CLIENT_GRACE_S,
             pins=pins,
-            guarded=True,
+            guard=self._guarded_at.get(conn, ""),
         )
         # The read returned, so its cleanup segment cleared the session and proved the pins
         # (Rule 5): the pool's reset has nothing left to do.
         self._cleaned.add(conn)
+        if isinstance(outcome, FetchedRows) and outcome.guarded_at is not None:
+            self._guarded_at[conn] = outcome.guarded_at
         if isinstance(outcome, _GuardFailed):
             # The guard found a problem that appeared after the connection was set up: the
             # audit names it (one more round trip, on this refusal path only).
@@ -656,7 +671,7 @@ async def fetch_read_only(
         statement_timeout_ms=statement_timeout_ms,
         client_timeout=client_timeout,
         pins=None,
-        guarded=False,
+        guard=None,
     )
     return _rows_or_raise(outcome)
 
@@ -668,7 +683,7 @@ async def _read_in_one_round_trip(
     statement_timeout_ms: int,
     client_timeout: float,
     pins: SessionPins | None,
-    guarded: bool,
+    guard: str | None,
 ) -> "FetchedRows | ToolFailure | _GuardFailed":
     # Runs Rule 3's round trip. It returns the rows, the in-band problem the query met or the
     # guard's refusal, once the cleanup segment has ended the transaction and, given `pins`,
@@ -679,8 +694,10 @@ async def _read_in_one_round_trip(
     # proved, and the extended protocol refuses anything but one statement.
     encoding = conn.info.encoding
     read_segment: list[bytes] = [_BEGIN, b"SET LOCAL statement_timeout = %d" % statement_timeout_ms]
-    if guarded:
-        read_segment.append(_EXECUTE_GUARD)
+    if guard is not None:
+        # The snapshot is the server's own text (digits, colons, commas), checked again here.
+        last = guard if _SNAPSHOT.fullmatch(guard) else ""
+        read_segment.append(_EXECUTE_GUARD + b"('" + last.encode("ascii") + b"')")
     if statement.explain_format is None:
         read_segment.append(_DECLARE + statement.sql.encode(encoding))
         read_segment.append(b"FETCH FORWARD %d FROM %b" % (statement.max_rows + 1, _CURSOR))
@@ -713,7 +730,7 @@ async def _read_in_one_round_trip(
         await conn.close()
         raise
     return _outcome(
-        conn, statement, read, guarded=guarded, statement_timeout_ms=statement_timeout_ms
+        conn, statement, read, guarded=guard is not None, statement_timeout_ms=statement_timeout_ms
     )
 
 
@@ -755,8 +772,13 @@ def _outcome(
     except ToolFailure as exc:
         return exc
     reason = normalised.truncated_reason or reason
+    snapshot = _load_rows(conn, read[_GUARD_INDEX])[0][0] if guarded else None
     return FetchedRows(
-        columns=columns, rows=normalised.rows, truncated=reason is not None, truncated_reason=reason
+        columns=columns,
+        rows=normalised.rows,
+        truncated=reason is not None,
+        truncated_reason=reason,
+        guarded_at=snapshot,
     )
 
 
