@@ -423,3 +423,36 @@ def test_the_fixture_is_hostile_and_the_state_shows_it(
     assert after.tables != before.tables
     assert after.next_xid > before.next_xid
     assert any("evil_log" in change for change in after.decoded)
+
+
+@pytest.mark.parametrize("victims", [HOSTILE_OWNER], indirect=True)
+def test_resolution_alone_finds_nothing_planted_by_name(
+    hostile_server: tuple[PostgresServer, Path],
+    victims: Victims,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The role audit switched off, as the owner, who may execute everything planted: the
+    # pinned search_path and the qualification of relations alone keep every overload,
+    # operator and attribute-notation function planted in public from being resolved. (The
+    # routes without a name, casts, views, policies and domains, are the audit's: they are
+    # left out here, and test_sql_role_audit.py proves PostgreSQL checks EXECUTE on them.)
+    from mcp_server_suite.tools.sql import session
+
+    async def no_audit(self: Any, conn: Any) -> list[Any]:
+        return []
+
+    monkeypatch.setattr(session.ReadOnlyDatabase, "_audit", no_audit)
+    monkeypatch.setattr(session, "guard_sql", lambda trusted: "SELECT $1::text, 1")
+    server, evidence = hostile_server
+    named = [
+        case
+        for case in CASES
+        if case["class"] in {"overload-hijack", "operator-hijack"} or case["id"] in {"E01", "E05"}
+    ]
+    queries = [(case["id"], _text(case, server, evidence)) for case in named]
+    outcomes, changes = _run_all(
+        server, evidence, _settings(server, HOSTILE_OWNER), queries, victims
+    )
+    assert changes == []
+    assert "A05" in outcomes
+    assert outcomes["A01"].startswith("refused")
