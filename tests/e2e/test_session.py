@@ -908,12 +908,19 @@ def test_invalid_dsn_is_refused_without_showing_it(dsn: str) -> None:
 
 
 @pytest.mark.e2e
-def test_check_config_never_prints_the_dsn() -> None:
+def test_check_config_never_prints_the_dsn(tmp_path: Path) -> None:
     env = {"MCP_SQL_DSN": f"postgresql://u:{CANARY}@h/db", "MCP_SERVER_SUITE_LOG_LEVEL": "DEBUG"}
-    done = run_cli("--check-config", env=env)
+    done = run_cli("--check-config", "--offline", env=env)
     assert CANARY not in done.stdout + done.stderr
     assert done.returncode == 0, done.stderr
     assert "read_only_sql: enabled" in done.stdout
+    # Online, the check connects (no server listens in tmp_path) and reports that it cannot,
+    # without the DSN.
+    env["MCP_SQL_DSN"] = f"postgresql://u:{CANARY}@/db?host={tmp_path}"
+    done = run_cli("--check-config", env=env)
+    assert CANARY not in done.stdout + done.stderr
+    assert done.returncode == 1
+    assert "problem: read_only_sql: cannot connect to the database" in done.stdout
 
 
 @pytest.mark.e2e
