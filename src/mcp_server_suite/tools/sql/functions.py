@@ -4,13 +4,15 @@ Rules:
 
 1. A function is callable only when it is known to be free of side effects. A denylist over
    names cannot be complete (every escape spelling nobody thought of gets through), so the
-   policy refuses every function that is not in `BUILTIN_FUNCTIONS`, `FUNCTION_CLASSES` or
-   `SYNTAX_FUNCTIONS`, or configured by the operator (`MCP_SQL_ALLOWED_FUNCTIONS`).
+   policy refuses every function that is not in `BUILTIN_FUNCTIONS` or configured by the
+   operator (`MCP_SQL_ALLOWED_FUNCTIONS`). SQL syntax that PostgreSQL's grammar turns into
+   calls (`EXTRACT`, `SUBSTRING ... FROM`, `AT TIME ZONE`, ...) names `pg_catalog` functions
+   of this list.
 2. `DENIED_FUNCTIONS` and `DENIED_FUNCTION_PREFIXES` exist for their messages, and because
    they win over configuration: a function that acts outside the rolled-back read-only
    transaction is never callable, whatever the operator lists.
 3. This module is data only. It imports nothing from the SQL stack, so configuration checks
-   and documentation can read it without loading sqlglot or psycopg.
+   and documentation can read it without loading pglast or psycopg.
 
 How `BUILTIN_FUNCTIONS` was built. `scripts/sql-function-candidates.sql`, run against
 PostgreSQL 15, lists the 859 documented functions, aggregates and window functions of
@@ -31,6 +33,9 @@ pg_catalog that SQL can call. Removed from them, after review:
 
 Four documented functions whose catalogue description reads "implementation of ... operator"
 are added back: `array_cat`, `starts_with`, `inet_merge` and `inet_same_family`.
+`xpath` and `xpath_exists` are added too: PostgreSQL's entity loader never loads an external
+entity (`test_sql_policy.py` reads a file through one and gets nothing), and a cast to `xml`
+stays refused by the policy.
 `tests/unit/test_sql_policy.py` checks the list against the test server: every name exists in
 pg_catalog, and no overload of any name is volatile unless the name is in
 `HARMLESS_VOLATILE`.
@@ -44,9 +49,7 @@ __all__ = [
     "DENIED_FUNCTIONS",
     "DENIED_FUNCTION_PREFIXES",
     "ESCAPING_FUNCTIONS",
-    "FUNCTION_CLASSES",
     "HARMLESS_VOLATILE",
-    "SYNTAX_FUNCTIONS",
     "denial_reason",
 ]
 
@@ -709,202 +712,6 @@ DENIED_FUNCTION_PREFIXES: Final = MappingProxyType(
         "xml": _XML,
     }
 )
-
-# sqlglot parses many built-ins into classes of its own rather than `Anonymous`; each class
-# here stands for the PostgreSQL function it renders as, and is allowed exactly when that
-# function is. `test_sql_policy.py` checks every entry against sqlglot's own rendering.
-FUNCTION_CLASSES: Final = MappingProxyType(
-    {
-        "Abs": "abs",
-        "Acos": "acos",
-        "Acosh": "acosh",
-        "ArrayAgg": "array_agg",
-        "ArrayAppend": "array_append",
-        "ArrayConcat": "array_cat",
-        "ArrayPosition": "array_position",
-        "ArrayPrepend": "array_prepend",
-        "ArrayRemove": "array_remove",
-        "ArraySize": "array_length",
-        "ArrayToString": "array_to_string",
-        "Ascii": "ascii",
-        "Asin": "asin",
-        "Asinh": "asinh",
-        "Atan": "atan",
-        "Atan2": "atan2",
-        "Atanh": "atanh",
-        "Avg": "avg",
-        "BitLength": "bit_length",
-        "BitwiseAndAgg": "bit_and",
-        "BitwiseOrAgg": "bit_or",
-        "BitwiseXorAgg": "bit_xor",
-        "Cbrt": "cbrt",
-        "Ceil": "ceil",
-        "Chr": "chr",
-        "Concat": "concat",
-        "ConcatWs": "concat_ws",
-        "Corr": "corr",
-        "Cos": "cos",
-        "Cosh": "cosh",
-        "Cot": "cot",
-        "Count": "count",
-        "CovarPop": "covar_pop",
-        "CovarSamp": "covar_samp",
-        "CumeDist": "cume_dist",
-        "CurrentDatabase": "current_database",
-        "CurrentSchemas": "current_schemas",
-        "CurrentTimestamp": "now",
-        "CurrentVersion": "version",
-        "Date": "date",
-        "DateBin": "date_bin",
-        "Decode": "decode",
-        "Degrees": "degrees",
-        "DenseRank": "dense_rank",
-        "Encode": "encode",
-        "Exp": "exp",
-        "Explode": "unnest",
-        "ExplodingGenerateSeries": "generate_series",
-        "Factorial": "factorial",
-        "FirstValue": "first_value",
-        "Floor": "floor",
-        "Getbit": "get_bit",
-        "GroupConcat": "string_agg",
-        "Host": "host",
-        "Initcap": "initcap",
-        "JSONArrayAgg": "json_agg",
-        "JSONBObjectAgg": "jsonb_object_agg",
-        "JSONExtract": "json_extract_path",
-        "JSONExtractScalar": "json_extract_path_text",
-        "JSONObjectAgg": "json_object_agg",
-        "JSONStripNulls": "json_strip_nulls",
-        "JustifyDays": "justify_days",
-        "JustifyHours": "justify_hours",
-        "JustifyInterval": "justify_interval",
-        "Lag": "lag",
-        "LastValue": "last_value",
-        "Lead": "lead",
-        "Left": "left",
-        "Length": "length",
-        "Ln": "ln",
-        "Log": "log",
-        "LogicalAnd": "bool_and",
-        "LogicalOr": "bool_or",
-        "Lower": "lower",
-        "MD5": "md5",
-        "MakeInterval": "make_interval",
-        "Max": "max",
-        "Min": "min",
-        "Mode": "mode",
-        "Normalize": "normalize",
-        "NthValue": "nth_value",
-        "Ntile": "ntile",
-        "Overlay": "overlay",
-        "PercentRank": "percent_rank",
-        "PercentileCont": "percentile_cont",
-        "PercentileDisc": "percentile_disc",
-        "Pi": "pi",
-        "Pow": "power",
-        "Radians": "radians",
-        "Rand": "random",
-        "Rank": "rank",
-        "RegexpCount": "regexp_count",
-        "RegexpInstr": "regexp_instr",
-        "RegexpReplace": "regexp_replace",
-        "RegexpSubstr": "regexp_substr",
-        "RegrAvgx": "regr_avgx",
-        "RegrAvgy": "regr_avgy",
-        "RegrCount": "regr_count",
-        "RegrIntercept": "regr_intercept",
-        "RegrR2": "regr_r2",
-        "RegrSlope": "regr_slope",
-        "RegrSxx": "regr_sxx",
-        "RegrSxy": "regr_sxy",
-        "RegrSyy": "regr_syy",
-        "Replace": "replace",
-        "Reverse": "reverse",
-        "Right": "right",
-        "Round": "round",
-        "RowNumber": "row_number",
-        "SHA2Digest": "sha256",
-        "Sign": "sign",
-        "Sin": "sin",
-        "Sinh": "sinh",
-        "SplitPart": "split_part",
-        "Sqrt": "sqrt",
-        "StartsWith": "starts_with",
-        "Stddev": "stddev",
-        "StddevPop": "stddev_pop",
-        "StddevSamp": "stddev_samp",
-        "StrPosition": "strpos",
-        "StrToDate": "to_date",
-        "StrToTime": "to_timestamp",
-        "StringToArray": "string_to_array",
-        "Substring": "substring",
-        "Sum": "sum",
-        "Tan": "tan",
-        "Tanh": "tanh",
-        "TimeFromParts": "make_time",
-        "TimeToStr": "to_char",
-        "TimestampFromParts": "make_timestamp",
-        "TimestampTrunc": "date_trunc",
-        "ToNumber": "to_number",
-        "Translate": "translate",
-        "Trim": "btrim",
-        "Trunc": "trunc",
-        "UnixToTime": "to_timestamp",
-        "Unnest": "unnest",
-        "Upper": "upper",
-        "Uuid": "gen_random_uuid",
-        "Variance": "var_samp",
-        "VariancePop": "var_pop",
-        "WidthBucket": "width_bucket",
-    }
-)
-
-# sqlglot function classes that stand for SQL syntax or built-in operators rather than a call
-# of a named function: CAST, CASE, COALESCE, EXISTS, ARRAY[...], AND/OR, the SQL-standard
-# value functions (CURRENT_DATE, CURRENT_USER, ...) and the JSON, array, text-search and
-# pattern-matching operators.
-SYNTAX_FUNCTIONS: Final = frozenset(
-    {
-        "And",
-        "Array",
-        "ArrayContainedBy",
-        "ArrayContainsAll",
-        "ArrayOverlaps",
-        "Case",
-        "Cast",
-        "Coalesce",
-        "Collate",
-        "CurrentCatalog",
-        "CurrentDate",
-        "CurrentRole",
-        "CurrentSchema",
-        "CurrentTime",
-        "CurrentUser",
-        "Exists",
-        "Extract",
-        "Greatest",
-        "Grouping",
-        "If",
-        "JSONBContains",
-        "JSONBContainsAllTopKeys",
-        "JSONBContainsAnyTopKeys",
-        "JSONBContainsTopKey",
-        "JSONBExtract",
-        "JSONBExtractScalar",
-        "Least",
-        "Localtime",
-        "Localtimestamp",
-        "MatchAgainst",
-        "Nullif",
-        "Or",
-        "RegexpILike",
-        "RegexpLike",
-        "SessionUser",
-        "Xor",
-    }
-)
-
 
 # Built-ins executable by PUBLIC out of the box whose effects survive the read-only,
 # rolled-back transaction and the session reset (checked on PostgreSQL 15: each ran in
