@@ -95,7 +95,7 @@ def run_one(dsn: str, text: str, max_result_bytes: int | None) -> tuple[str, int
     client = NDJSONClient([sys.executable, "-m", "mcp_server_suite"], env)
     try:
         client.handshake()
-        before = len(client._buffer)  # noqa: SLF001  # What is already read is not this reply.
+        before = len(client._buffer)  # What is already read is not this reply.
         request = {
             "jsonrpc": "2.0",
             "id": 1,
