@@ -27,7 +27,6 @@ let
     ps.pytest-asyncio
     ps.pytest-cov
     ps.pytest-socket
-    ps.sqlglot
     ps.types-psutil
   ]);
 in

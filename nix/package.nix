@@ -8,7 +8,6 @@
   psycopg,
   psycopg-pool,
   pydantic,
-  sqlglot,
   hypothesis,
   postgresql,
   pytest-asyncio,
@@ -47,7 +46,6 @@ buildPythonPackage {
     psycopg
     psycopg-pool
     pydantic
-    sqlglot
   ];
 
   nativeCheckInputs = [

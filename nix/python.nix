@@ -8,8 +8,8 @@
 #
 # CPython applies `packageOverrides` to its build-platform interpreter too
 # (`pythonOnBuildForHost`, whose packages supply the build tools of every package in the set).
-# Only the pins go there: no build tool depends on sqlglot or pglast, so nothing else in that
-# set changes. The image's test-skipping overrides go through `overrideScope` instead, which
+# Only the pin goes there: no build tool depends on pglast, so nothing else in that set
+# changes. The image's test-skipping overrides go through `overrideScope` instead, which
 # leaves the spliced build-platform set alone: setuptools, Cython, hatchling and psycopg's
 # Sphinx documentation stack stay nixpkgs' own and come from the binary cache, instead of being
 # rebuilt, tests and all, because one of their dependencies was overridden.
@@ -24,49 +24,9 @@
 let
   # Python packages whose exact release the server depends on.
   pins = pyfinal: pyprev: {
-    # The query policy walks sqlglot's AST, whose node types change between releases, and the
-    # server is tested against exactly this one.
-    sqlglot = pyprev.sqlglot.overridePythonAttrs (
-      old:
-      let
-        version = "30.30.0";
-      in
-      {
-        inherit version;
-        src = fetchPypi {
-          pname = "sqlglot";
-          inherit version;
-          hash = "sha256-uONEBCyF17qh0NgnEn3+FhHOmsWbzqtv43BmW66xTOc=";
-        };
-        # This release asks for setuptools-scm 10.2, which is newer than the pinned nixpkgs.
-        # The sdist already records its version (PKG-INFO, sqlglot/_version.py), so the version
-        # is written into the build configuration and setuptools builds the wheel on its own.
-        # The patches of the nixpkgs expression were written for another release and are
-        # replaced, not extended.
-        postPatch = ''
-          sed -i 's/^dynamic = \["version", /version = "${version}"\ndynamic = [/' pyproject.toml
-          grep -qx 'version = "${version}"' pyproject.toml
-          substituteInPlace pyproject.toml \
-            --replace-fail '"setuptools >= 61.0", "setuptools_scm >= 10.2"' '"setuptools >= 61.0"'
-          substituteInPlace setup.py \
-            --replace-fail 'from setuptools_scm import get_version' "" \
-            --replace-fail 'get_version(local_scheme="no-local-version")' '"${version}"'
-        '';
-        build-system = [ pyfinal.setuptools ];
-        nativeBuildInputs = [ ];
-        # sqlglot's own suite cross-checks its dialects against DuckDB and pandas releases that
-        # the pinned nixpkgs does not promise to match; the server's suite, which runs in the
-        # build of packages.default, tests the parts of sqlglot that the policy relies on.
-        doCheck = false;
-        meta = old.meta // {
-          changelog = "https://github.com/tobymao/sqlglot/blob/v${version}/CHANGELOG.md";
-        };
-      }
-    );
-
-    # The second parser of the query policy: pglast wraps PostgreSQL's own grammar
-    # (libpg_query), and its AST follows the PostgreSQL major release it embeds, so the server
-    # is tested against exactly this release, as it is against sqlglot's.
+    # The query policy's parser: pglast wraps PostgreSQL's own grammar (libpg_query), and its
+    # AST follows the PostgreSQL major release it embeds, so the server is tested against
+    # exactly this release.
     pglast = pyprev.pglast.overridePythonAttrs (
       old:
       let
@@ -107,11 +67,10 @@ let
     );
   };
 
-  # The runtime dependencies of the server (sqlglot's python-dateutil and six among them),
-  # rebuilt against the image's interpreter. Their test suites already ran against the same
+  # The runtime dependencies of the server, rebuilt against the image's interpreter. Their test suites already ran against the same
   # sources and the same CPython release in the default package set; a second run against an
   # interpreter that differs in one stdlib string would only add hours and the flakiness of
-  # timing-sensitive tests. The pinned packages skip their own suites in every set.
+  # timing-sensitive tests. The pinned package skips its own suite in every set.
   imageRuntimeDependencies = [
     "annotated-types"
     "psutil"
@@ -120,8 +79,6 @@ let
     "psycopg-pool"
     "pydantic"
     "pydantic-core"
-    "python-dateutil"
-    "six"
     "typing-extensions"
     "typing-inspection"
   ];

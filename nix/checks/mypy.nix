@@ -21,7 +21,6 @@ let
     ps.psycopg
     ps.psycopg-pool
     ps.pydantic
-    ps.sqlglot
     ps.types-psutil
   ]);
   src = lib.fileset.toSource {

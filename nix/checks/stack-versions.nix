@@ -23,7 +23,6 @@ let
     "pytest-asyncio"
     "pytest-cov"
     "pytest-socket"
-    "sqlglot"
     "typing-extensions"
   ];
 in
