@@ -3,9 +3,9 @@
 Called by `scripts/coverage-gate.sh` after pytest has written its coverage data.
 
 Gated modules, inside the `mcp_server_suite` package: every module of the SQL tool's package
-(`tools/sql/*.py`), `tools/fs.py` and its helpers (`tools/fs_*.py`, `tools/_fs*.py`), every
-module of `guardrails/`, and every module of `audit/` (the trail that answers the threat
-model's Repudiation row). Each of `tools/sql/__init__.py`, `tools/fs.py` and
+(`tools/sql/*.py`), every module of the file tools' package (`tools/fs/*.py`), every module of
+`guardrails/`, and every module of `audit/` (the trail that answers the threat model's
+Repudiation row). Each of `tools/sql/__init__.py`, `tools/fs/read.py` and
 `guardrails/` must be present in the data: a gate that matches nothing proves nothing.
 
 Every gated file with a missing line or branch is printed with its missing lines and its
@@ -31,13 +31,11 @@ __all__ = ["GATED", "REQUIRED", "main"]
 PACKAGE: Final = "mcp_server_suite"
 GATED: Final = (
     "tools/sql/*.py",
-    "tools/fs.py",
-    "tools/fs_*.py",
-    "tools/_fs*.py",
+    "tools/fs/*.py",
     "guardrails/*.py",
     "audit/*.py",
 )
-REQUIRED: Final = ("tools/sql/__init__.py", "tools/fs.py", "guardrails/*.py")
+REQUIRED: Final = ("tools/sql/__init__.py", "tools/fs/read.py", "guardrails/*.py")
 
 
 def _package_path(filename: str) -> str | None:

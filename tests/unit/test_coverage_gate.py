@@ -1,7 +1,7 @@
 """`scripts/coverage-gate.sh` on coverage data measured from a tiny stand-in package.
 
-The stand-in has the layout the gate looks for (the package `tools/sql/` with a layer module,
-`tools/fs.py`, `guardrails/`) and a driver that covers all of it or leaves branches out, run
+The stand-in has the layout the gate looks for (the packages `tools/sql/` and `tools/fs/` with a
+layer module each, `guardrails/`) and a driver that covers all of it or leaves branches out, run
 under `coverage run` with the same coverage settings as the project: branch measurement and
 parallel data files under `.cache/coverage/`.
 """
@@ -36,7 +36,8 @@ MODULES = {
         def split(text: str) -> list[str]:
             return text.split(";")
         """,
-    "tools/fs.py": """\
+    "tools/fs/__init__.py": "",
+    "tools/fs/read.py": """\
         def relative(path: str) -> bool:
             return not path.startswith("/")
         """,
@@ -59,13 +60,14 @@ DRIVER = """\
 import sys
 
 from mcp_server_suite.guardrails import limit
-from mcp_server_suite.tools import fs, sql
+from mcp_server_suite.tools import sql
+from mcp_server_suite.tools.fs import read
 from mcp_server_suite.tools.sql import parse as _sql_parse
 
 full = sys.argv[1] == "full"
 sql.cap(100)
 _sql_parse.split("a;b")
-fs.relative("a")
+read.relative("a")
 limit.check(1)
 if full:
     sql.cap(1)
@@ -125,11 +127,11 @@ def test_full_branch_coverage_passes(project: Path) -> None:
     measure(project, "full")
     status, output = gate(project)
     assert status == 0, output
-    assert "5 gated module(s) at 100% branch coverage" in output
+    assert "6 gated module(s) at 100% branch coverage" in output
     for name in (
         "tools/sql/__init__.py",
         "tools/sql/parse.py",
-        "tools/fs.py",
+        "tools/fs/read.py",
         "guardrails/limit.py",
     ):
         assert f"src/mcp_server_suite/{name}" in output
@@ -150,31 +152,31 @@ def test_missing_branches_fail_and_are_named(project: Path) -> None:
     assert "missing lines: 4\n    missing branches: 2->4" in output
     assert "src/mcp_server_suite/guardrails/limit.py:" in output
     assert "missing lines: 3\n    missing branches: 2->3" in output
-    assert "tools/fs.py:" not in output
+    assert "tools/fs/read.py:" not in output
 
 
 def test_gated_module_never_imported_fails(project: Path) -> None:
-    (project / "src/mcp_server_suite/tools/_fs_walk.py").write_text("X = 1\n", encoding="utf-8")
+    (project / "src/mcp_server_suite/tools/fs/walk.py").write_text("X = 1\n", encoding="utf-8")
     measure(project, "full")
     status, output = gate(project)
     assert status == 1
-    assert "src/mcp_server_suite/tools/_fs_walk.py: 0.00% branch coverage" in output
+    assert "src/mcp_server_suite/tools/fs/walk.py: 0.00% branch coverage" in output
     assert "missing lines: 1" in output
 
 
 def test_missing_required_module_fails(project: Path) -> None:
-    (project / "src/mcp_server_suite/tools/fs.py").unlink()
+    (project / "src/mcp_server_suite/tools/fs/read.py").unlink()
     driver = project / "drive.py"
     driver.write_text(
         driver.read_text(encoding="utf-8")
-        .replace("import fs, sql", "import sql")
-        .replace('fs.relative("a")\n', ""),
+        .replace("from mcp_server_suite.tools.fs import read\n", "")
+        .replace('read.relative("a")\n', ""),
         encoding="utf-8",
     )
     measure(project, "full")
     status, output = gate(project)
     assert status == 1
-    assert "no coverage data for mcp_server_suite/tools/fs.py" in output
+    assert "no coverage data for mcp_server_suite/tools/fs/read.py" in output
 
 
 def test_no_data_fails(project: Path) -> None:

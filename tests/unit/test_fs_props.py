@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import SandboxFSReadParams
 from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools._fs_root import open_root
-from mcp_server_suite.tools.fs import SandboxRoot
+from mcp_server_suite.tools.fs.read import SandboxRoot
+from mcp_server_suite.tools.fs.root import open_root
 from tests.support.fs_tree import OUTSIDE_SECRETS, FSTree, build_fs_tree, ensure_complete
 
 # Every name the fixture holds, at any level, and the names of its neighbours: random

@@ -44,9 +44,9 @@ from mcp_server_suite.schemas.fs import (
 )
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
 from mcp_server_suite.tools import build_registry
-from mcp_server_suite.tools import fs as fs_module
-from mcp_server_suite.tools._fs_root import open_root
-from mcp_server_suite.tools.fs import MAX_ECHO_CHARS, MAX_SYMLINKS, SandboxRoot, build_fs_tool
+from mcp_server_suite.tools.fs import read as fs_module
+from mcp_server_suite.tools.fs.read import MAX_ECHO_CHARS, MAX_SYMLINKS, SandboxRoot, build_fs_tool
+from mcp_server_suite.tools.fs.root import open_root
 from tests.support.fs_tree import (
     BIG_FILE_BYTES,
     OUTSIDE_SECRETS,
@@ -675,7 +675,7 @@ def test_other_errors_are_internal_and_generic(
     error: int,
 ) -> None:
     fail_open_of(monkeypatch, "ok.txt", error)
-    with caplog.at_level(logging.WARNING, logger="mcp_server_suite.tools.fs"):
+    with caplog.at_level(logging.WARNING, logger="mcp_server_suite.tools.fs.read"):
         problem = refusal(sandbox, "ok.txt")
     assert problem.code is INTERNAL
     assert (

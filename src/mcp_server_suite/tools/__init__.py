@@ -10,8 +10,8 @@ from typing import Any
 
 from mcp_server_suite.config import Settings
 from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry, ToolSpec
-from mcp_server_suite.tools._fs_root import OpenedRoot, open_root
 from mcp_server_suite.tools.catalog import load_catalog
+from mcp_server_suite.tools.fs.root import OpenedRoot, open_root
 
 __all__ = ["build_registry"]
 
@@ -68,7 +68,7 @@ class _SQLLoader:
 
 
 def _load_fs(settings: Settings, opened: OpenedRoot) -> ToolSpec[Any, Any]:
-    from mcp_server_suite.tools.fs import build_fs_tool  # noqa: PLC0415
+    from mcp_server_suite.tools.fs.read import build_fs_tool  # noqa: PLC0415
 
     return build_fs_tool(settings, opened)
 

@@ -49,7 +49,7 @@ def generate_catalog() -> str:
     """Build every tool and render the catalog text from its models and texts."""
     import tempfile  # noqa: PLC0415  # The generator alone needs a scratch directory.
 
-    from mcp_server_suite.tools.fs import build_fs_tool  # noqa: PLC0415  # Loads Pydantic.
+    from mcp_server_suite.tools.fs.read import build_fs_tool  # noqa: PLC0415  # Loads Pydantic.
     from mcp_server_suite.tools.metrics import build_metrics_tool  # noqa: PLC0415
     from mcp_server_suite.tools.sql import build_sql_tools  # noqa: PLC0415
 

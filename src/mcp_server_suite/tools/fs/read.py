@@ -43,7 +43,7 @@ from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
 from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools._fs_root import DIRECTORY_FLAGS, OpenedRoot, open_root
+from mcp_server_suite.tools.fs.root import DIRECTORY_FLAGS, OpenedRoot, open_root
 from mcp_server_suite.workers import run_blocking
 
 __all__ = ["DESCRIPTION", "MAX_ECHO_CHARS", "MAX_SYMLINKS", "SandboxRoot", "build_fs_tool"]
