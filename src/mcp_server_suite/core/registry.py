@@ -16,6 +16,10 @@ Rules:
 5. Arguments are validated in JSON mode against the tool's strict model, and every result
    is re-checked against its model before it leaves: a result that breaks its own contract
    is a bug in the tool and is never sent.
+6. A tool may also answer a call at once (`ToolSpec.run_inline`), on the event loop, when it
+   can do so without waiting for anything. Whatever that shortcut answers must be what the
+   full path would answer, and its own tests must hold it to that; whenever it is not sure,
+   it returns None and the call takes the full path.
 """
 
 from __future__ import annotations
@@ -96,6 +100,9 @@ class ToolSpec(Generic[ParamsT, ResultT]):
         run: The implementation; receives validated arguments, returns a result model or
             raises `ToolFailure`.
         close: Releases what the tool holds (a connection pool), once, at shutdown.
+        run_inline: The shortcut of rule 6: given the sanitized arguments, it returns the
+            checked output, raises `ToolFailure`, or returns None for the full path. It must
+            never block.
     """
 
     name: str
@@ -105,6 +112,9 @@ class ToolSpec(Generic[ParamsT, ResultT]):
     result_model: type[ResultT]
     run: Callable[[ParamsT], Awaitable[ResultT]] = field(repr=False)
     close: Callable[[], Coroutine[Any, Any, None]] | None = field(default=None, repr=False)
+    run_inline: Callable[[Mapping[str, Any]], ToolOutput | None] | None = field(
+        default=None, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.fullmatch(self.name):

@@ -2,10 +2,14 @@
 
 1. Structural sanitizer (no slot needed: it is cheap and refuses poisoned input early).
 2. Concurrency slot, waited for at most the acquire timeout.
-3. Execution deadline, covering everything below.
-4. Strict argument schema: the arguments, as JSON, against the tool's frozen model.
-5. The tool.
-6. Output contract: the result, as JSON, against the tool's result model again.
+3. The tool's inline shortcut, if it has one (`ToolSpec.run_inline`): a call it can answer
+   without waiting is answered at once, with the same checks of arguments and output as
+   below. It runs before the deadline is armed: it never waits, so no timer could fire
+   while it runs, and it costs nothing to leave the timer unset.
+4. Execution deadline, covering everything below.
+5. Strict argument schema: the arguments, as JSON, against the tool's frozen model.
+6. The tool.
+7. Output contract: the result, as JSON, against the tool's result model again.
 
 Every refusal is a `ToolFailure` carrying an in-band problem. A result that breaks its own
 contract is a bug in the tool, so it is raised as an ordinary exception and reported as an
@@ -57,7 +61,12 @@ class Guardrails:
             OutputContractError: The tool broke its own result contract.
         """
         ensure_clean_arguments(arguments, max_depth=self.max_depth, max_items=self.max_items)
-        async with self.limiter.slot(self.acquire_timeout), fail_after(self.deadline):
-            params = spec.parse_arguments(arguments)
-            result = await spec.run(params)
-            return spec.check_result(result)
+        async with self.limiter.slot(self.acquire_timeout):
+            if spec.run_inline is not None:
+                output = spec.run_inline(arguments)
+                if output is not None:
+                    return output
+            async with fail_after(self.deadline):
+                params = spec.parse_arguments(arguments)
+                result = await spec.run(params)
+                return spec.check_result(result)
