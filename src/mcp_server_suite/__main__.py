@@ -129,6 +129,10 @@ def _run_session(
     from mcp_server_suite.core.stdio import serve  # noqa: PLC0415
     from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415
     from mcp_server_suite.guardrails.pipeline import Guardrails  # noqa: PLC0415
+    from mcp_server_suite.workers import set_worker_limit  # noqa: PLC0415
+
+    # One worker thread per concurrency slot at most, whatever deadlines abandon.
+    set_worker_limit(settings.max_concurrent_tools)
 
     guardrails = Guardrails(
         limiter=ConcurrencyLimiter(settings.max_concurrent_tools),

@@ -7,78 +7,111 @@ puts the call on a queue that idle workers wait on and resolves an asyncio futur
 
 Rules:
 
-1. Workers start on demand, whenever more calls wait than workers idle, up to `MAX_WORKERS`. The
-   concurrency limiter already bounds how many calls run at once, so in practice the pool
-   never grows past the number of concurrency slots.
-2. Workers are daemon threads: a thread still inside a blocking call (a CPU sample, a read
-   from a slow file system) never keeps the process alive after the session has ended.
+1. At most `limit` workers ever exist: the number of concurrency slots, set at start-up with
+   `set_worker_limit`. A worker starts when a call is queued and none is idle; at the limit,
+   calls wait in the queue. Python cannot stop a thread, so a call its deadline abandoned
+   keeps its worker busy until it returns; the calls behind it queue for a worker and meet
+   their own deadlines there, instead of each starting a thread of its own (with a 0.5 s
+   deadline on 2 s calls that grew a pool to 65 threads for 16 slots).
+2. A queued call whose caller has gone (cancelled, or past its deadline) before a worker takes
+   it is dropped without running.
+3. Workers are daemon threads: a thread still inside a blocking call (a CPU sample, a read
+   from a hung file system) never keeps the process alive after the session has ended.
    `stop_workers` ends the idle ones when a session ends, so no thread outlives it for
    longer than its current call.
-3. Cancelling the awaiting task does not interrupt the thread (Python cannot), but its
-   result is dropped when it arrives, and a closed event loop is never called.
+4. Cancelling the awaiting task does not interrupt the thread, but its result is dropped when
+   it arrives, and a closed event loop is never called.
+5. A forked child starts with an empty pool: it has none of its parent's threads.
 """
 
 import asyncio
 import contextlib
+import os
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
-__all__ = ["MAX_WORKERS", "run_blocking", "stop_workers"]
+from mcp_server_suite.guardrails.limiter import MAX_IN_FLIGHT
+
+__all__ = ["run_blocking", "set_worker_limit", "stop_workers", "worker_count"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# The largest value MCP_MAX_CONCURRENT_TOOLS accepts: one worker per concurrency slot.
-MAX_WORKERS: Final = 256
-
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]] | None
 
 
+class _Generation:
+    # The workers started since the last `stop`, and the queue they share: a worker stopped
+    # while busy keeps its own queue, so it can never take a job or a stop marker of the
+    # workers started after it.
+    __slots__ = ("idle", "jobs", "queued", "threads")
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        # Both change under the pool's lock: workers waiting for a job, jobs not yet taken.
+        self.idle = 0
+        self.queued = 0
+
+
 class _WorkerPool:
-    def __init__(self, max_workers: int) -> None:
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+    def __init__(self, limit: int) -> None:
         self._lock = threading.Lock()
-        self._max_workers = max_workers
-        self._threads: list[threading.Thread] = []
-        # Both change under the lock: workers waiting for a job, and jobs not yet taken.
-        self._idle = 0
-        self._waiting = 0
+        self.limit = limit
+        self._generation = _Generation()
+
+    @property
+    def size(self) -> int:
+        return len(self._generation.threads)
 
     def submit(self, loop: asyncio.AbstractEventLoop, call: Callable[[], T]) -> "asyncio.Future[T]":
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
-            self._waiting += 1
-            if self._waiting > self._idle and len(self._threads) < self._max_workers:
-                thread = threading.Thread(target=self._work, name="tool-worker", daemon=True)
-                self._threads.append(thread)
+            generation = self._generation
+            generation.queued += 1
+            if generation.queued > generation.idle and len(generation.threads) < self.limit:
+                thread = threading.Thread(
+                    target=self._work, args=(generation,), name="tool-worker", daemon=True
+                )
+                generation.threads.append(thread)
                 thread.start()
-        self._jobs.put((loop, future, call))
+        generation.jobs.put((loop, future, call))
         return future
 
+    def forget_after_fork(self) -> None:
+        # A forked child has none of its parent's threads: it starts from an empty pool.
+        self._lock = threading.Lock()
+        self._generation = _Generation()
+
     def stop(self, timeout: float) -> None:
-        # One stop marker per worker: each worker takes one job at most before it sees its
-        # marker, and idle workers see theirs at once.
+        # One stop marker per worker, behind the jobs still queued (whose callers are gone,
+        # so they are dropped unrun); later calls start a new generation of workers.
         with self._lock:
-            threads, self._threads = self._threads, []
-        for _ in threads:
-            self._jobs.put(None)
-        for thread in threads:
+            generation, self._generation = self._generation, _Generation()
+        for _ in generation.threads:
+            generation.jobs.put(None)
+        for thread in generation.threads:
             thread.join(timeout)
 
-    def _work(self) -> None:
+    def _work(self, generation: _Generation) -> None:
         while True:
             with self._lock:
-                self._idle += 1
-            job = self._jobs.get()
+                generation.idle += 1
+            job = generation.jobs.get()
             with self._lock:
-                self._idle -= 1
+                generation.idle -= 1
+                if job is not None:
+                    generation.queued -= 1
             if job is None:
                 return
-            with self._lock:
-                self._waiting -= 1
             loop, future, call = job
+            if future.done():
+                # Cancelled while it waited: nobody wants the result (rule 2). Reading the
+                # state from this thread is a single attribute load; a stale answer only
+                # means the call runs and its result is dropped.
+                continue
             try:
                 result = call()
             except BaseException as exc:  # noqa: BLE001  # Handed to the awaiting task.
@@ -107,11 +140,29 @@ def _settle(future: "asyncio.Future[Any]", result: object, error: BaseException 
         future.set_result(result)
 
 
-_POOL: Final = _WorkerPool(MAX_WORKERS)
+# Until start-up says otherwise, the limiter's default number of slots.
+_POOL: Final = _WorkerPool(MAX_IN_FLIGHT)
+os.register_at_fork(after_in_child=_POOL.forget_after_fork)
 
 # How long `stop_workers` waits for each worker; an idle one ends at once, and a busy one is
 # a daemon thread that need not be waited for.
 STOP_WAIT_S: Final = 0.1
+
+
+def set_worker_limit(limit: int) -> None:
+    """Allow at most `limit` worker threads: the number of concurrency slots.
+
+    Raises:
+        ValueError: `limit` is not positive.
+    """
+    if limit < 1:
+        raise ValueError("the worker limit must be positive")
+    _POOL.limit = limit
+
+
+def worker_count() -> int:
+    """How many worker threads exist now."""
+    return _POOL.size
 
 
 def stop_workers() -> None:

@@ -1,12 +1,15 @@
-"""Worker threads: results, errors, cancellation, a closed loop, and stopping."""
+"""Worker threads: results, errors, cancellation, a closed loop, stopping, and the limit."""
 
 import asyncio
+import os
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from mcp_server_suite.workers import run_blocking, stop_workers
+from mcp_server_suite.guardrails.limiter import MAX_IN_FLIGHT
+from mcp_server_suite.workers import run_blocking, set_worker_limit, stop_workers, worker_count
 
 
 async def test_result_and_arguments_come_back() -> None:
@@ -75,3 +78,92 @@ def test_stop_ends_idle_workers() -> None:
     assert not any(thread.name == "tool-worker" for thread in threading.enumerate())
     # The pool starts workers again on demand.
     assert asyncio.run(run_blocking(lambda: 7)) == 7
+
+
+# --- the pool's limit ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def limit() -> Iterator[int]:
+    # A small limit for the test; the default comes back afterwards.
+    set_worker_limit(3)
+    stop_workers()
+    yield 3
+    stop_workers()
+    set_worker_limit(MAX_IN_FLIGHT)
+
+
+def tool_workers() -> int:
+    return sum(thread.name == "tool-worker" for thread in threading.enumerate())
+
+
+async def test_abandoned_calls_never_grow_the_pool_past_its_limit(limit: int) -> None:
+    # Each wave's calls are abandoned by their deadline while their threads still block: the
+    # next wave queues for a worker instead of starting threads of its own.
+    release = threading.Event()
+    started: list[int] = []
+
+    def block() -> None:
+        started.append(threading.get_ident())
+        release.wait(10)
+
+    for _ in range(4):
+        waves = [asyncio.wait_for(run_blocking(block), 0.05) for _ in range(limit)]
+        results = await asyncio.gather(*waves, return_exceptions=True)
+        assert all(isinstance(result, TimeoutError) for result in results)
+        assert worker_count() <= limit
+        assert tool_workers() <= limit
+    # Only the first wave ever ran; the others were dropped unrun once their callers left.
+    release.set()
+    assert await run_blocking(lambda: "served") == "served"
+    assert len(started) == limit
+
+
+async def test_a_queued_call_whose_caller_left_is_dropped_unrun(limit: int) -> None:
+    release = threading.Event()
+    ran: list[str] = []
+    busy = [asyncio.ensure_future(run_blocking(release.wait, 10)) for _ in range(limit)]
+    await asyncio.sleep(0.05)
+    queued = asyncio.ensure_future(run_blocking(ran.append, "queued"))
+    await asyncio.sleep(0.05)
+    queued.cancel()
+    release.set()
+    await asyncio.gather(*busy)
+    await run_blocking(ran.append, "later")
+    assert ran == ["later"]
+
+
+async def test_calls_wait_for_a_worker_at_the_limit(limit: int) -> None:
+    barrier = threading.Barrier(limit, timeout=5)
+    results = await asyncio.gather(*(run_blocking(barrier.wait) for _ in range(limit)))
+    assert sorted(results) == list(range(limit))
+    # Twice the limit: the second half waits for the first, and all are served.
+    total = await asyncio.gather(*(run_blocking(lambda: 1) for _ in range(2 * limit)))
+    assert sum(total) == 2 * limit
+    assert worker_count() <= limit
+
+
+def test_the_limit_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        set_worker_limit(0)
+
+
+def test_a_forked_child_starts_with_an_empty_pool() -> None:
+    asyncio.run(run_blocking(lambda: None))
+    assert worker_count() >= 1
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, whose coverage is not collected
+        status = 1
+        try:
+            before = worker_count()
+            served = asyncio.run(run_blocking(lambda: "child"))
+            os.write(writer, f"{before} {served}".encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        report = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert report == "0 child"
