@@ -31,6 +31,7 @@ _EPILOG = """\
 tools:
   read_only_sql     enabled by MCP_SQL_DSN or MCP_SQL_DSN_FILE
   sandbox_fs_read   enabled by MCP_SAFE_DATA_DIR
+  sandbox_fs_list   enabled by MCP_SAFE_DATA_DIR
   system_metrics    enabled unless MCP_METRICS_ENABLED=false
 
 Logs go to stderr (MCP_SERVER_SUITE_LOG_LEVEL). Exit status 78 means invalid configuration."""
@@ -67,6 +68,7 @@ def describe_configuration(settings: Settings, registry: ToolRegistry) -> str:
         "read_only_sql": "MCP_SQL_DSN and MCP_SQL_DSN_FILE are unset",
         "sql_schema": "MCP_SQL_DSN and MCP_SQL_DSN_FILE are unset",
         "sandbox_fs_read": "MCP_SAFE_DATA_DIR is unset",
+        "sandbox_fs_list": "MCP_SAFE_DATA_DIR is unset",
         "system_metrics": "MCP_METRICS_ENABLED is false",
     }
     lines = ["configuration: valid"]

@@ -130,6 +130,7 @@ class Settings:
     sql_trusted_extensions: tuple[str, ...] = ()
     sql_max_result_bytes: int = 1_048_576
     safe_data_dir: Path | None = None
+    fs_cross_mounts: bool = False
     metrics_enabled: bool = True
     metrics_cpu_sample_seconds: float = 0.1
     metrics_disk_path: Path = Path("/")
@@ -192,6 +193,7 @@ class Settings:
                 defaults.sql_max_result_bytes,
             ),
             safe_data_dir=get("MCP_SAFE_DATA_DIR", _existing_directory, None),
+            fs_cross_mounts=get("MCP_FS_CROSS_MOUNTS", _boolean, defaults.fs_cross_mounts),
             metrics_enabled=get("MCP_METRICS_ENABLED", _boolean, defaults.metrics_enabled),
             metrics_cpu_sample_seconds=get(
                 "MCP_METRICS_CPU_SAMPLE_SECONDS",
@@ -253,6 +255,7 @@ KNOWN_VARIABLES: Final = frozenset(
         "MCP_SQL_TRUSTED_EXTENSIONS",
         "MCP_SQL_MAX_RESULT_BYTES",
         "MCP_SAFE_DATA_DIR",
+        "MCP_FS_CROSS_MOUNTS",
         "MCP_METRICS_ENABLED",
         "MCP_METRICS_CPU_SAMPLE_SECONDS",
         "MCP_METRICS_DISK_PATH",

@@ -71,7 +71,9 @@ def test_tool_is_advertised(server: ServerProcess) -> None:
     assert set(tool["outputSchema"]["properties"]) == {
         "resolved_path",
         "content",
+        "offset",
         "bytes_read",
+        "next_offset",
         "truncated",
     }
 
@@ -83,7 +85,9 @@ def test_read_returns_structured_and_text_results(server: ServerProcess) -> None
     assert result["structuredContent"] == {
         "resolved_path": "sub/inner.txt",
         "content": "inner\n",
+        "offset": 0,
         "bytes_read": 6,
+        "next_offset": 6,
         "truncated": False,
     }
     assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
@@ -99,7 +103,7 @@ REFUSED_OVER_THE_WIRE = [
     ("link_evil/secret.txt", "MCP_ACCESS_DENIED", "'link_evil/secret.txt' resolves outside"),
     ("{BASE}/root_evil/secret.txt", "MCP_ACCESS_DENIED", "The absolute path resolves outside"),
     ("{BASE}/outside/secret.txt", "MCP_ACCESS_DENIED", "The absolute path resolves outside"),
-    ("self_loop", "MCP_ACCESS_DENIED", "'self_loop' meets a symbolic link loop"),
+    ("self_loop", "MCP_ACCESS_DENIED", "'self_loop' meets more than 40 symbolic links"),
     ("missing.txt", "MCP_VALIDATION_ERROR", "'missing.txt' does not exist"),
     ("sub", "MCP_VALIDATION_ERROR", "'sub' names a directory, not a file"),
     ("binary.bin", "MCP_VALIDATION_ERROR", "'binary.bin' holds bytes that are not valid"),
@@ -230,13 +234,15 @@ def test_official_sdk_client_reads_a_file(tree: FSTree) -> None:
         fs_environment(tree.root),
         [(TOOL, {"relative_path": "link_in"}), (TOOL, {"relative_path": "zero"})],
     )
-    assert [tool.name for tool in listed.tools] == [TOOL]
+    assert [tool.name for tool in listed.tools] == [TOOL, "sandbox_fs_list"]
     assert listed.tools[0].annotations.read_only_hint is True
     assert good.is_error is False
     assert good.structured_content == {
         "resolved_path": "ok.txt",
         "content": "hello\n",
+        "offset": 0,
         "bytes_read": 6,
+        "next_offset": 6,
         "truncated": False,
     }
     assert json.loads(good.content[0].text) == good.structured_content

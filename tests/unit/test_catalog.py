@@ -14,7 +14,13 @@ def test_catalog_matches_the_tools_models_and_texts() -> None:
 
 def test_catalog_describes_every_tool() -> None:
     catalog = load_catalog()
-    assert list(catalog) == ["read_only_sql", "sandbox_fs_read", "sql_schema", "system_metrics"]
+    assert list(catalog) == [
+        "read_only_sql",
+        "sandbox_fs_list",
+        "sandbox_fs_read",
+        "sql_schema",
+        "system_metrics",
+    ]
     for name, described in catalog.items():
         assert described.name == name
         assert described.title
@@ -47,7 +53,7 @@ def test_start_up_and_tools_list_load_no_tool_dependencies() -> None:
         request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
         dispatcher.handle_frame(json.dumps(request).encode())
         listed = dispatcher.handle_frame(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}')
-        assert len(listed.message["result"]["tools"]) == 4
+        assert len(listed.message["result"]["tools"]) == 5
         heavy = ("pydantic", "psutil", "psycopg", "pglast")
         print(sorted(name for name in heavy if name in sys.modules))
         """

@@ -20,7 +20,8 @@ def test_help_lists_the_tools_and_exit_status(capsys: pytest.CaptureFixture[str]
         main(["--help"])
     assert caught.value.code == 0
     out = capsys.readouterr().out
-    for word in ("--check-config", "read_only_sql", "sandbox_fs_read", "system_metrics", "78"):
+    words = ("--check-config", "read_only_sql", "sandbox_fs_read", "sandbox_fs_list", "78")
+    for word in (*words, "system_metrics"):
         assert word in out
 
 

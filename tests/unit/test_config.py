@@ -32,6 +32,7 @@ def test_defaults_match_the_design_document() -> None:
     assert settings.sql_trusted_extensions == ()
     assert settings.sql_max_result_bytes == 1_048_576
     assert settings.safe_data_dir is None
+    assert settings.fs_cross_mounts is False
     assert settings.metrics_enabled is True
     assert settings.metrics_cpu_sample_seconds == 0.1
     assert settings.metrics_disk_path == Path("/")
@@ -68,6 +69,8 @@ VALID = [
     ("MCP_SQL_TRUSTED_EXTENSIONS", "", "sql_trusted_extensions", ()),
     ("MCP_SQL_MAX_RESULT_BYTES", "4096", "sql_max_result_bytes", 4096),
     ("MCP_SQL_MAX_RESULT_BYTES", "16777216", "sql_max_result_bytes", 16_777_216),
+    ("MCP_FS_CROSS_MOUNTS", "true", "fs_cross_mounts", True),
+    ("MCP_FS_CROSS_MOUNTS", "off", "fs_cross_mounts", False),
     ("MCP_METRICS_ENABLED", "false", "metrics_enabled", False),
     ("MCP_METRICS_ENABLED", "OFF", "metrics_enabled", False),
     ("MCP_METRICS_ENABLED", "0", "metrics_enabled", False),
@@ -134,6 +137,8 @@ INVALID = [
     ("MCP_SAFE_DATA_DIR", "/definitely/not/here"),
     ("MCP_SAFE_DATA_DIR", "/etc/hostname"),
     ("MCP_SAFE_DATA_DIR", "/tmp\x00x"),
+    ("MCP_FS_CROSS_MOUNTS", "sometimes"),
+    ("MCP_FS_CROSS_MOUNTS", ""),
     ("MCP_METRICS_ENABLED", "maybe"),
     ("MCP_METRICS_CPU_SAMPLE_SECONDS", "0"),
     ("MCP_METRICS_CPU_SAMPLE_SECONDS", "2.5"),

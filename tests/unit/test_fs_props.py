@@ -1,21 +1,26 @@
-"""`sandbox_fs_read` against independent oracles, over random paths and random bytes.
+"""The file tools against independent oracles, over random paths and random bytes.
 
 Traversal: random relative paths built from `..`, `.`, empty components, the fixture's own
-names (its symlinks in and out, loops, special files, the sibling directories) and arbitrary
-Unicode names, joined by `/` or `//`. The oracle is `os.path.realpath` plus containment by
-`os.path.commonpath` (a different component-wise test from the tool's), the rule that a
-path ending in `/`, `.` or `..` names no file, and `os.stat` on the result: the tool must read
-exactly when the oracle finds a regular file inside the root, return the same bytes, and
-refuse as outside exactly when the oracle's target is outside.
+names (its symlinks in and out, loops, chains, special files, the sibling directories) and
+arbitrary Unicode names, joined by `/` or `//`, plus walks that follow the real tree. Three
+things hold for every one of them, with both resolvers:
 
-Decoding: random bytes and caps against a UTF-8 validity oracle written from the encoding's
-definition, not with an incremental decoder.
+- the answer is the reference resolver's: a short resolver written here over string paths
+  with `lstat` and `readlink`, with the kernel's rules (40 links, `..` above the root and
+  absolute links refused, a trailing `/` after a file refused), that shares no code with the
+  tool;
+- the kernel's `openat2` and the walk give the same answer, problem text included;
+- the answer does not change when everything outside the root changes.
+
+Decoding: random bytes, caps and offsets against a UTF-8 validity oracle written from the
+encoding's definition, not with an incremental decoder.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import re
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +30,27 @@ import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from mcp_server_suite.schemas.errors import ToolFailure
-from mcp_server_suite.schemas.fs import SandboxFSReadParams
-from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools.fs.read import SandboxRoot
-from mcp_server_suite.tools.fs.root import open_root
+from mcp_server_suite.schemas.problems import Problem
+from tests.support.fs_tools import FileTools, call, file_tools
 from tests.support.fs_tree import OUTSIDE_SECRETS, FSTree, build_fs_tree, ensure_complete
+
+# Links added to the round 1 tree, so random paths also meet the kernel's rules: a chain
+# of 40 (followed) and of 41 (refused), a link to '.', to '..', to the root by absolute
+# path, targets with '//' and './', a trailing '/' after a file, a link into itself.
+EXTRA_LINKS: Final = {
+    "me": ".",
+    "up": "..",
+    "root_abs": "{ROOT}",
+    "msl": "sub//./inner.txt",
+    "ts_slash": "ok.txt/",
+    "ts_dot": "ok.txt/.",
+    "ld": "ld/x",
+    "deep": "sub/deeper",
+    **{f"k40_{index}": f"k40_{index + 1}" for index in range(39)},
+    "k40_39": "ok.txt",
+    **{f"k41_{index}": f"k41_{index + 1}" for index in range(40)},
+    "k41_40": "ok.txt",
+}
 
 # Every name the fixture holds, at any level, and the names of its neighbours: random
 # paths made of them walk through the symlinks, loops and special files on purpose.
@@ -45,12 +65,10 @@ FIXTURE_NAMES: Final = (
     "dir_only",
     "...",
     "..foo",
-    "foo..",
     "Case.txt",
     "caf\u00e9.txt",
     "new\nline.txt",
     "empty.txt",
-    "big.txt",
     "binary.bin",
     "link_out",
     "link_out_rel",
@@ -74,16 +92,28 @@ FIXTURE_NAMES: Final = (
     "root_evil",
     "root_via_link",
     "secret.txt",
-    "secret_hl.txt",
     "etc",
     "passwd",
+    "me",
+    "up",
+    "root_abs",
+    "msl",
+    "ts_slash",
+    "ts_dot",
+    "ld",
+    "deep",
+    "k40_0",
+    "k41_0",
+    "k40_20",
 )
 
-OUTSIDE: Final = "outside"
-
 names = st.text(
-    # The utf-8 codec leaves out lone surrogates, which the argument model refuses anyway.
-    alphabet=st.characters(codec="utf-8", exclude_characters="/\x00"),
+    # The utf-8 codec leaves out lone surrogates; control and format characters are the
+    # sanitizer's to refuse, before any of this runs (tab, line feed and return it lets by).
+    alphabet=st.one_of(
+        st.characters(codec="utf-8", exclude_characters="/", exclude_categories=("Cc", "Cf")),
+        st.sampled_from("\t\n\r"),
+    ),
     min_size=1,
     max_size=12,
 )
@@ -92,16 +122,6 @@ components = st.one_of(
     st.sampled_from(("..", ".", "")),
     names,
 )
-
-
-def oracle_realpath(path: str) -> str:
-    """`os.path.realpath`, with runs of slashes collapsed first.
-
-    Before Python 3.13, realpath resolved a symlink loop followed by an empty component
-    (`loop_a//ok.txt`) to the file system root (`/ok.txt`); collapsing `//`, which names
-    the same path, keeps the oracle to what the path means on every version.
-    """
-    return os.path.realpath(re.sub("/+", "/", path))
 
 
 @st.composite
@@ -117,11 +137,7 @@ def relative_paths(draw: st.DrawFn) -> str:
 
 @st.composite
 def tree_walks(draw: st.DrawFn, root: str) -> str:
-    """A path that follows the real tree: each step names an entry of where it has got to.
-
-    Steps go through symlinks (in and out), up with '..' past the root and back in, so
-    many of these paths read a file; the arbitrary paths above mostly do not.
-    """
+    """A path that follows the real tree: each step names an entry of where it has got to."""
     parts: list[str] = []
     here = root
     for _ in range(draw(st.integers(1, 6))):
@@ -132,7 +148,6 @@ def tree_walks(draw: st.DrawFn, root: str) -> str:
         step = draw(st.sampled_from([*entries, "..", ".", ""]))
         parts.append(step)
         here = os.path.join(here, step)
-        # Usually stop at a file; going on makes 'ok.txt/..' and its kind.
         if os.path.isfile(here) and draw(st.integers(0, 3)):
             break
     return "/".join(parts).lstrip("/") or "."
@@ -140,100 +155,200 @@ def tree_walks(draw: st.DrawFn, root: str) -> str:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> FSTree:
-    # CI runs as root, so the device and the socket are always made: nothing may skip.
-    return ensure_complete(build_fs_tree(tmp_path_factory.mktemp("fsprops") / "base"))
+    built = ensure_complete(build_fs_tree(tmp_path_factory.mktemp("fsprops") / "base"))
+    for name, target in EXTRA_LINKS.items():
+        (built.root / name).symlink_to(target.replace("{ROOT}", str(built.root)))
+    return built
 
 
 @pytest.fixture(scope="module")
-def sandbox(tree: FSTree) -> Iterator[SandboxRoot]:
-    root = SandboxRoot(open_root(tree.root))
-    yield root
-    root.close()
+def kernel(tree: FSTree) -> Iterator[FileTools]:
+    with file_tools(tree.root, "kernel") as built:
+        yield built
 
 
-def oracle(root: str, path: str, max_bytes: int) -> bytes | str | None:
-    """What a read must give: the bytes, `OUTSIDE`, or None for any other refusal."""
-    target = oracle_realpath(os.path.join(root, path))
-    if os.path.commonpath((root, target)) != root:
-        return OUTSIDE
-    if path.rsplit("/", 1)[-1] in ("", ".", ".."):
-        return None
-    try:
-        mode = os.stat(target).st_mode
-    except OSError:
-        return None
-    if not stat.S_ISREG(mode):
-        return None
-    with open(target, "rb") as handle:
-        return handle.read(max_bytes)
+@pytest.fixture(scope="module")
+def walk(tree: FSTree) -> Iterator[FileTools]:
+    with file_tools(tree.root, "walk") as built:
+        yield built
 
 
-def outcome(sandbox: SandboxRoot, path: str, max_bytes: int) -> tuple[bytes | None, str]:
-    """The tool's answer: the bytes read (latin-1 maps bytes to text one to one) or None."""
-    params = SandboxFSReadParams(relative_path=path, encoding="latin-1", max_bytes=max_bytes)
-    try:
-        result = sandbox.read_blocking(params)
-    except ToolFailure as exc:
-        return None, exc.problem.detail if exc.problem.code is MCPErrorCode.ACCESS_DENIED else ""
-    return result.content.encode("latin-1"), result.resolved_path
+# --- the reference resolver ----------------------------------------------------------------
+
+MAX_LINKS: Final = 40
+NAME_MAX: Final = 255
 
 
-def check_against_the_oracle(sandbox: SandboxRoot, tree: FSTree, path: str, max_bytes: int) -> None:
-    root = str(tree.root)
-    expected = oracle(root, path, max_bytes)
-    content, detail = outcome(sandbox, path, max_bytes)
-    event("read" if isinstance(expected, bytes) else expected or "refused")
-    if isinstance(expected, bytes):
-        assert content == expected
-        target = oracle_realpath(os.path.join(root, path))
-        assert detail == os.path.relpath(target, root)
-    else:
-        assert content is None
-        if expected == OUTSIDE:
-            assert detail.endswith("resolves outside the sandbox")
-        assert root not in detail
-    if content is not None:
-        assert not any(content.startswith(secret[:max_bytes]) for secret in OUTSIDE_SECRETS)
+def reference(root: str, path: str) -> tuple[str, object]:
+    """What reading `path` beneath `root` must give, worked out over string paths.
+
+    Returns:
+        ("read", (canonical path, bytes)), ("errno", errno), or ("special", None).
+    """
+    pending = path.split("/")[::-1]
+    held: list[str] = []
+    links = 0
+    while pending:
+        piece = pending.pop()
+        if piece in ("", "."):
+            continue
+        if piece == "..":
+            if not held:
+                return "errno", errno.EXDEV
+            held.pop()
+            continue
+        if len(piece.encode()) > NAME_MAX:
+            return "errno", errno.ENAMETOOLONG
+        here = os.path.join(root, *held, piece)
+        try:
+            status = os.lstat(here)
+        except FileNotFoundError:
+            return "errno", errno.ENOENT
+        if stat.S_ISLNK(status.st_mode):
+            links += 1
+            if links > MAX_LINKS:
+                return "errno", errno.ELOOP
+            target = os.readlink(here)
+            if target.startswith("/"):
+                return "errno", errno.EXDEV
+            pending.extend(target.split("/")[::-1])
+        elif stat.S_ISDIR(status.st_mode):
+            held.append(piece)
+        else:
+            return _leaf(here, "/".join((*held, piece)), status, more=bool(pending))
+    return "errno", errno.EISDIR
 
 
-@given(path=relative_paths(), max_bytes=st.integers(1, 64))
-@example(path="link_in", max_bytes=64)
-@example(path="sub/deeper/../../ok.txt", max_bytes=64)
-@example(path="link_dir_out/../root/ok.txt", max_bytes=64)
-@example(path="link_evil/secret.txt", max_bytes=64)
-@example(path="loop_a/../../outside/secret.txt", max_bytes=64)
-def test_arbitrary_paths_read_exactly_what_the_oracle_allows(
-    sandbox: SandboxRoot, tree: FSTree, path: str, max_bytes: int
+def _leaf(here: str, canonical: str, status: os.stat_result, *, more: bool) -> tuple[str, object]:
+    if more:
+        return "errno", errno.ENOTDIR
+    if not stat.S_ISREG(status.st_mode):
+        return "special", None
+    with open(here, "rb") as handle:
+        return "read", (canonical, handle.read(64))
+
+
+PHRASES: Final = {
+    "resolves outside the sandbox": errno.EXDEV,
+    "does not exist": errno.ENOENT,
+    "has a component that is not a directory": errno.ENOTDIR,
+    "names a directory, not a file": errno.EISDIR,
+    "meets more than 40 symbolic links (a loop), or a /proc link the sandbox never follows": (
+        errno.ELOOP
+    ),
+    "has a name, or resolves to a path, longer than the file system or the sandbox allows": (
+        errno.ENAMETOOLONG
+    ),
+}
+
+
+def answer(tools: FileTools, path: str) -> tuple[str, object]:
+    """The tool's answer in the reference resolver's terms."""
+    result = call(tools.read, {"relative_path": path, "encoding": "latin-1", "max_bytes": 64})
+    if isinstance(result, Problem):
+        if result.detail.endswith("is not opened"):
+            return "special", None
+        phrase = result.detail.split(" ", 1)[1] if result.detail[0] != "'" else ""
+        for text, error in PHRASES.items():
+            if result.detail.endswith(text):
+                return "errno", error
+        return "problem", phrase or result.detail
+    return "read", (result["resolved_path"], result["content"].encode("latin-1"))
+
+
+def check(tree: FSTree, kernel: FileTools, walk: FileTools, path: str) -> None:
+    expected = reference(str(tree.root), path)
+    kind, detail = expected
+    event(f"{kind} {errno.errorcode[detail] if isinstance(detail, int) else ''}")
+    got = answer(kernel, path)
+    assert got == expected
+    # The two resolvers agree to the letter, problem texts included.
+    assert call(walk.read, {"relative_path": path}) == call(kernel.read, {"relative_path": path})
+    if got[0] == "read":
+        content = got[1][1]  # type: ignore[index]  # ("read", (path, bytes))
+        assert not any(content.startswith(secret[:64]) for secret in OUTSIDE_SECRETS)
+
+
+@given(path=relative_paths())
+@example(path="link_in")
+@example(path="sub/deeper/../../ok.txt")
+@example(path="link_dir_out/../root/ok.txt")
+@example(path="link_evil/secret.txt")
+@example(path="loop_a/../../outside/secret.txt")
+@example(path="me/" * 41 + "ok.txt")
+@example(path="me/" * 39 + "ok.txt")
+@example(path="deep/../inner.txt")
+@example(path="ts_slash")
+@example(path="k40_0/")
+def test_arbitrary_paths_are_resolved_as_the_reference_says(
+    tree: FSTree, kernel: FileTools, walk: FileTools, path: str
 ) -> None:
-    check_against_the_oracle(sandbox, tree, path, max_bytes)
+    check(tree, kernel, walk, path)
 
 
-@given(data=st.data(), max_bytes=st.integers(1, 64))
-def test_tree_walks_read_exactly_what_the_oracle_allows(
-    sandbox: SandboxRoot, tree: FSTree, data: st.DataObject, max_bytes: int
+@given(data=st.data())
+def test_tree_walks_are_resolved_as_the_reference_says(
+    tree: FSTree, kernel: FileTools, walk: FileTools, data: st.DataObject
 ) -> None:
-    path = data.draw(tree_walks(str(tree.root)), label="path")
-    check_against_the_oracle(sandbox, tree, path, max_bytes)
+    check(tree, kernel, walk, data.draw(tree_walks(str(tree.root)), label="path"))
 
 
-@given(path=relative_paths(), max_bytes=st.integers(1, 64))
+@given(path=relative_paths())
 def test_an_absolute_path_under_the_root_reads_like_its_rest(
-    sandbox: SandboxRoot, tree: FSTree, path: str, max_bytes: int
+    tree: FSTree, kernel: FileTools, walk: FileTools, path: str
 ) -> None:
-    relative_content, _ = outcome(sandbox, path, max_bytes)
-    absolute_content, _ = outcome(sandbox, f"{tree.root}/{path}", max_bytes)
-    assert absolute_content == relative_content
+    for tools in (kernel, walk):
+        assert answer(tools, f"{tree.root}/{path}") == answer(tools, path)
 
 
 @given(path=relative_paths(), base=st.sampled_from(("outside", "root_evil", "root_via_link")))
 def test_an_absolute_path_outside_the_root_is_denied_unread(
-    sandbox: SandboxRoot, tree: FSTree, path: str, base: str
+    tree: FSTree, kernel: FileTools, walk: FileTools, path: str, base: str
 ) -> None:
-    params = SandboxFSReadParams(relative_path=f"{tree.base}/{base}/{path}")
-    with pytest.raises(ToolFailure) as info:
-        sandbox.read_blocking(params)
-    assert info.value.problem.code is MCPErrorCode.ACCESS_DENIED
-    assert info.value.problem.detail == "The absolute path resolves outside the sandbox"
+    for tools in (kernel, walk):
+        result = call(tools.read, {"relative_path": f"{tree.base}/{base}/{path}"})
+        assert isinstance(result, Problem)
+        assert result.detail == "The absolute path resolves outside the sandbox"
+
+
+# --- nothing outside is ever consulted -----------------------------------------------------
+
+OUTSIDE_STATES: Final = ("as built", "emptied", "every name a link", "every name a FIFO")
+
+
+def rebuild_outside(tree: FSTree, state: str) -> None:
+    """Put the outside (and the prefix sibling) in one of a few very different states."""
+    for directory in (tree.outside, tree.evil):
+        shutil.rmtree(directory)
+        directory.mkdir()
+    if state == "as built":
+        (tree.outside / "secret.txt").write_bytes(OUTSIDE_SECRETS[0])
+        (tree.outside / "secret_hl.txt").write_bytes(b"hardlinked secret\n")
+        (tree.evil / "secret.txt").write_bytes(OUTSIDE_SECRETS[1])
+        return
+    for name in ("secret.txt", "created_later", "root", "ok.txt", "sub"):
+        for directory in (tree.outside, tree.evil):
+            if state == "every name a link":
+                (directory / name).symlink_to(tree.root / "ok.txt")
+            elif state == "every name a FIFO":
+                os.mkfifo(directory / name)
+
+
+@given(path=st.one_of(relative_paths(), st.just("../outside/secret.txt/../../root/ok.txt")))
+def test_the_outside_never_changes_an_answer(
+    tree: FSTree, kernel: FileTools, walk: FileTools, path: str
+) -> None:
+    # The corpus's oracle class: what exists outside the root must not show in any answer.
+    seen = set()
+    try:
+        for state in OUTSIDE_STATES:
+            rebuild_outside(tree, state)
+            for tools in (kernel, walk):
+                result = call(tools.read, {"relative_path": path})
+                seen.add(result.as_text() if isinstance(result, Problem) else repr(result))
+    finally:
+        rebuild_outside(tree, "as built")
+    assert len(seen) == 1, seen
 
 
 # --- decoding ------------------------------------------------------------------------------
@@ -265,12 +380,25 @@ def _is_utf8_prefix(tail: bytes) -> bool:
     return False
 
 
-def expected_decoding(data: bytes, max_bytes: int) -> tuple[str, int] | None:
-    """What a strict read of `data` capped at `max_bytes` must give, or None if refused."""
-    head = data[:max_bytes]
-    if len(data) <= max_bytes:
+def expected_decoding(data: bytes, max_bytes: int, offset: int) -> tuple[str, int, int] | None:
+    """What a strict read of `data` from `offset`, capped at `max_bytes`, must give.
+
+    Returns:
+        (text, where it starts, bytes decoded), or None where the read is refused.
+    """
+    start = offset
+    if offset > 0:
+        # Continuation bytes (10xxxxxx) at the start belong to a character before: at most
+        # three are skipped, judged on the window and the one byte after it.
+        seen = data[offset : offset + max_bytes + 1]
+        skip = 0
+        while skip < min(3, len(seen)) and seen[skip] >> 6 == 0b10:
+            skip += 1
+        start = offset + skip
+    head = data[start : offset + max_bytes]
+    if len(data) <= offset + max_bytes:
         try:
-            return head.decode("utf-8"), len(head)
+            return head.decode("utf-8"), start, len(head)
         except UnicodeDecodeError:
             return None
     for cut in range(len(head), max(len(head) - 3, 0) - 1, -1):
@@ -279,7 +407,7 @@ def expected_decoding(data: bytes, max_bytes: int) -> tuple[str, int] | None:
         except UnicodeDecodeError:
             continue
         if cut == len(head) or _is_utf8_prefix(head[cut:]):
-            return text, cut
+            return text, start, cut
     return None
 
 
@@ -293,28 +421,31 @@ utf8_ish = st.lists(
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SandboxRoot, Path]]:
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FileTools, Path]]:
     directory = tmp_path_factory.mktemp("decode")
-    root = SandboxRoot(open_root(directory))
-    yield root, directory / "f"
-    root.close()
+    with file_tools(directory, "kernel") as built:
+        yield built, directory / "f"
 
 
-@given(data=utf8_ish, max_bytes=st.integers(1, 40))
-@example(data="caf\u00e9".encode(), max_bytes=4)
-@example(data=b"\xf0\x9f\x98\x80", max_bytes=3)
-@example(data=b"\xed\xa0\x80", max_bytes=2)
-def test_utf8_cut_and_count(scratch: tuple[SandboxRoot, Path], data: bytes, max_bytes: int) -> None:
-    root, file = scratch
+@given(data=utf8_ish, max_bytes=st.integers(1, 40), offset=st.integers(0, 12))
+@example(data="caf\u00e9".encode(), max_bytes=4, offset=0)
+@example(data=b"\xf0\x9f\x98\x80", max_bytes=3, offset=0)
+@example(data=b"\xed\xa0\x80", max_bytes=2, offset=0)
+@example(data=b"a\xe2\x82\xacb", max_bytes=9, offset=2)
+def test_utf8_cut_and_count(
+    scratch: tuple[FileTools, Path], data: bytes, max_bytes: int, offset: int
+) -> None:
+    tools, file = scratch
     file.write_bytes(data)
-    expected = expected_decoding(data, max_bytes)
-    params = SandboxFSReadParams(relative_path="f", max_bytes=max_bytes)
+    expected = expected_decoding(data, max_bytes, offset)
+    result = call(tools.read, {"relative_path": "f", "max_bytes": max_bytes, "offset": offset})
     if expected is None:
-        with pytest.raises(ToolFailure) as info:
-            root.read_blocking(params)
-        assert info.value.problem.invalid_params == ("encoding",)
+        assert isinstance(result, Problem)
+        assert result.invalid_params == ("encoding",)
         return
-    result = root.read_blocking(params)
-    assert expected == (result.content, result.bytes_read)
-    assert result.truncated == (len(data) > max_bytes)
-    assert result.content == data[: result.bytes_read].decode("utf-8")
+    assert isinstance(result, dict)
+    assert expected == (result["content"], result["offset"], result["bytes_read"])
+    end = result["offset"] + result["bytes_read"]
+    assert result["next_offset"] == end
+    assert result["truncated"] == (len(data) > offset + max_bytes)
+    assert result["content"] == data[result["offset"] : end].decode("utf-8")

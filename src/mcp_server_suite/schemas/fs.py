@@ -1,33 +1,35 @@
-"""Contracts of `sandbox_fs_read`.
+"""Contracts of the file tools, `sandbox_fs_read` and `sandbox_fs_list`.
 
 Rules:
 
 1. The models hold on their own: the sanitizer runs before them on the wire, but a model
    built in-process (a test, a future transport) gets the same guarantees. A path never
-   carries NUL or a lone surrogate, and an encoding is always a Python text codec that reads
-   file content as written.
-2. A validated `encoding` is the codec's canonical name (`utf-8`, `iso8859-1`), so the tool
-   looks up one name per codec whatever spelling the caller used.
+   carries NUL or a lone surrogate, and an encoding is always one of the accepted text
+   codecs (`tools/fs/codecs.py`).
+2. A validated `encoding` is the codec's canonical name (`utf-8`, `iso8859-1`), whatever
+   spelling the caller used.
 """
 
-import codecs
-import encodings
-import functools
-import re
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field
 
 from mcp_server_suite.schemas.base import StrictModel
-from mcp_server_suite.schemas.echo import quote
+from mcp_server_suite.tools.fs.codecs import MAX_ENCODING_CHARS, text_codec
 
 __all__ = [
     "DEFAULT_ENCODING",
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ENTRIES",
     "MAX_ENCODING_CHARS",
     "MAX_MAX_BYTES",
+    "MAX_MAX_ENTRIES",
+    "MAX_OFFSET",
     "MAX_PATH_CHARS",
-    "REFUSED_TEXT_CODECS",
+    "EntryType",
+    "SandboxFSEntry",
+    "SandboxFSListParams",
+    "SandboxFSListResult",
     "SandboxFSReadParams",
     "SandboxFSReadResult",
     "canonical_text_codec",
@@ -35,74 +37,34 @@ __all__ = [
 
 # The design document's limits. 4,096 is Linux's PATH_MAX, the longest path the kernel takes
 # in one call. Reads default to 64 KiB and are capped at 1 MiB, the size of the largest
-# request frame, so one result never carries more file content than a request could.
+# request frame, so one piece never carries more file content than a request could.
 MAX_PATH_CHARS: Final = 4096
 DEFAULT_MAX_BYTES: Final = 64 * 1024
 MAX_MAX_BYTES: Final = 1024 * 1024
 DEFAULT_ENCODING: Final = "utf-8"
 
-# The longest codec name or alias in the standard library has 21 characters
-# ('unicodelittleunmarked'); 64 leave room for any spelling of them while bounding what is
-# echoed and looked up.
-MAX_ENCODING_CHARS: Final = 64
+# The largest integer I-JSON carries exactly (RFC 7493): offsets beyond it could not be
+# sent back in `next_offset` without rounding, and no file on Linux is that large anyway.
+MAX_OFFSET: Final = 2**53 - 1
 
-# Letters and digits in groups joined by single separators. Together with the normalisation
-# below this bounds the distinct names that reach `codecs.lookup`, whose cache keeps every
-# spelling it has resolved for the life of the process.
-_ENCODING_SHAPE: Final = re.compile(r"[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*")
+# A listing shows 200 entries unless asked for more, at most 1,000: enough to find a file in
+# any directory a person keeps, while bounding one answer.
+DEFAULT_MAX_ENTRIES: Final = 200
+MAX_MAX_ENTRIES: Final = 1000
 
-# Text codecs (bytes to str) that still do not read a file as text, refused by canonical name:
-# - idna and punycode decode domain labels, and punycode's decoder is quadratic: 1 MiB of
-#   it holds a worker thread and the interpreter lock for seconds, and a thread cannot be
-#   cancelled;
-# - unicode-escape and raw-unicode-escape interpret backslash escapes, turning the text
-#   `\u202e` in a file into a real bidi override, which is the class of character the
-#   sanitizer exists to keep out (and they warn on unknown escapes);
-# - undefined refuses every input by design.
-REFUSED_TEXT_CODECS: Final = frozenset(
-    {"idna", "punycode", "unicode-escape", "raw-unicode-escape", "undefined"}
-)
+# Linux's NAME_MAX is 255 bytes, so no entry's name is longer than 255 characters.
+MAX_NAME_CHARS: Final = 255
+
+EntryType = Literal["file", "directory", "symlink", "other"]
 
 
 def canonical_text_codec(name: str) -> str:
-    """Return the canonical name of a Python text codec that may decode file content.
-
-    Args:
-        name: A codec name or alias, in any case.
-
-    Returns:
-        The codec's canonical name, as `codecs.lookup(name).name` spells it.
+    """Return the canonical name of an accepted text codec.
 
     Raises:
-        ValueError: The name has separators out of place, names no codec, names a
-            bytes-to-bytes or str-to-str codec (`base64`, `zlib`, `rot13`), or names a codec
-            in `REFUSED_TEXT_CODECS`.
+        ValueError: The name is not one of the accepted codecs' names or aliases.
     """
-    return _lookup_text_codec(name)
-
-
-# Every call names a codec, almost always the same few: their verdicts are kept. Refusals
-# raise and so are never kept, and the size bounds what a caller cycling names can hold.
-@functools.lru_cache(maxsize=64)
-def _lookup_text_codec(name: str) -> str:
-    shown = quote(name, MAX_ENCODING_CHARS)
-    if not _ENCODING_SHAPE.fullmatch(name):
-        raise ValueError(f"{shown} is not a codec name (letters and digits, single separators)")
-    key = encodings.normalize_encoding(name).lower()
-    try:
-        canonical = codecs.lookup(key).name
-        # bytes.decode accepts only text encodings: for the bytes-to-bytes and str-to-str
-        # codecs it raises LookupError, from the flag the standard library keeps for exactly
-        # this check. The probe is not empty because empty input never reaches a codec.
-        b"\x00".decode(key)
-    except LookupError:
-        raise ValueError(f"{shown} is not a Python text codec") from None
-    except UnicodeError:
-        # A text codec that cannot decode one NUL byte (UTF-16 needs two) is a text codec.
-        pass
-    if canonical in REFUSED_TEXT_CODECS:
-        raise ValueError(f"{shown} is a text codec that does not decode file content")
-    return canonical
+    return text_codec(name).name
 
 
 def _plain_path(untrusted_path: str) -> str:
@@ -114,30 +76,29 @@ def _plain_path(untrusted_path: str) -> str:
     return untrusted_path
 
 
+_PATH_FIELD: Final = Field(
+    min_length=1,
+    max_length=MAX_PATH_CHARS,
+    description=(
+        "Path relative to the sandbox root, with '/' separators (for example "
+        "'reports/2024.txt'). Symbolic links are followed while they stay inside the sandbox."
+    ),
+)
+
+
 class SandboxFSReadParams(StrictModel):
     """Arguments of `sandbox_fs_read`."""
 
-    relative_path: Annotated[
-        str,
-        Field(
-            min_length=1,
-            max_length=MAX_PATH_CHARS,
-            description=(
-                "Path of the file to read, relative to the sandbox root, with '/' separators "
-                "(for example 'reports/2024.txt'). Symbolic links are followed while they "
-                "stay inside the sandbox."
-            ),
-        ),
-        AfterValidator(_plain_path),
-    ]
+    relative_path: Annotated[str, _PATH_FIELD, AfterValidator(_plain_path)]
     encoding: Annotated[
         str,
         Field(
             min_length=1,
             max_length=MAX_ENCODING_CHARS,
             description=(
-                "Python text codec used to decode the file strictly, for example 'utf-8', "
-                "'utf-16', 'latin-1', 'cp1252' or 'shift_jis'."
+                "Text encoding used to decode the file strictly, for example 'utf-8', "
+                "'utf-16' (the file must start with a byte order mark), 'utf-16-le', "
+                "'latin-1', 'cp1252' or 'shift_jis'."
             ),
         ),
         AfterValidator(canonical_text_codec),
@@ -146,7 +107,16 @@ class SandboxFSReadParams(StrictModel):
         default=DEFAULT_MAX_BYTES,
         ge=1,
         le=MAX_MAX_BYTES,
-        description="Read at most this many bytes from the start of the file.",
+        description="Read at most this many bytes, starting at offset.",
+    )
+    offset: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_OFFSET,
+        description=(
+            "Where to start, in bytes from the start of the file: 0, or the next_offset of "
+            "the piece before, to read a large file in pieces."
+        ),
     )
 
 
@@ -154,19 +124,98 @@ class SandboxFSReadResult(StrictModel):
     """Result of `sandbox_fs_read`."""
 
     # Not capped at MAX_PATH_CHARS: symbolic links inside the sandbox can expand a short path
-    # into a longer canonical one, and the walk opens it one component at a time, so PATH_MAX
-    # does not bound it.
+    # into a longer canonical one, which the tool bounds itself.
     resolved_path: str = Field(
         min_length=1,
         description="The file's canonical path relative to the sandbox root, '/'-separated.",
     )
     content: str = Field(description="The decoded text.")
+    offset: int = Field(
+        ge=0,
+        le=MAX_OFFSET,
+        description=(
+            "Where content starts in the file: the offset asked for, moved past the rest of "
+            "a character that started before it."
+        ),
+    )
     bytes_read: int = Field(
         ge=0,
         le=MAX_MAX_BYTES,
         description=(
-            "Bytes decoded into content. A multi-byte character cut by max_bytes is dropped "
-            "and not counted."
+            "Bytes decoded into content. A character cut at the end of the piece is left "
+            "for the next one and not counted."
         ),
     )
-    truncated: bool = Field(description="True when the file is longer than max_bytes.")
+    next_offset: int = Field(
+        ge=0,
+        le=MAX_OFFSET,
+        description="Where the next piece starts: offset + bytes_read.",
+    )
+    truncated: bool = Field(
+        description="True when the file goes on after next_offset: read on from there."
+    )
+
+
+class SandboxFSListParams(StrictModel):
+    """Arguments of `sandbox_fs_list`."""
+
+    relative_path: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=MAX_PATH_CHARS,
+            description=(
+                "Directory to list, relative to the sandbox root ('.' is the root itself). "
+                "Symbolic links are followed while they stay inside the sandbox."
+            ),
+        ),
+        AfterValidator(_plain_path),
+    ] = "."
+    max_entries: int = Field(
+        default=DEFAULT_MAX_ENTRIES,
+        ge=1,
+        le=MAX_MAX_ENTRIES,
+        description="List at most this many entries, the first by name.",
+    )
+
+
+class SandboxFSEntry(StrictModel):
+    """One entry of a directory listing."""
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS, description="The entry's name.")
+    type: EntryType = Field(
+        description=(
+            "'file' and 'directory' as they are; 'symlink' for a symbolic link that leads to "
+            "a file or directory inside the sandbox; 'other' for anything the tools do not "
+            "read: FIFOs, sockets, devices, links that lead outside or nowhere, and mount "
+            "points the sandbox does not cross."
+        )
+    )
+    size: int | None = Field(ge=0, description="Size in bytes, for files; null otherwise.")
+    modified: str | None = Field(
+        description=(
+            "Last modification time, ISO 8601 in UTC; null for a mount point, whose own "
+            "times lie outside the sandbox."
+        )
+    )
+
+
+class SandboxFSListResult(StrictModel):
+    """Result of `sandbox_fs_list`."""
+
+    resolved_path: str = Field(
+        min_length=1,
+        description="The directory's canonical path relative to the sandbox root ('.' for it).",
+    )
+    entries: list[SandboxFSEntry] = Field(
+        max_length=MAX_MAX_ENTRIES, description="The entries, sorted by name."
+    )
+    truncated: bool = Field(
+        description="True when the directory holds more entries than were listed."
+    )
+    unnamed_entries: int = Field(
+        ge=0,
+        description=(
+            "Entries left out because their names are not valid UTF-8: no path can name them."
+        ),
+    )

@@ -11,7 +11,7 @@ from typing import Any
 from mcp_server_suite.config import Settings
 from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry, ToolSpec
 from mcp_server_suite.tools.catalog import load_catalog
-from mcp_server_suite.tools.fs.root import OpenedRoot, open_root
+from mcp_server_suite.tools.fs.root import SandboxRoot, open_root
 
 __all__ = ["build_registry"]
 
@@ -36,12 +36,20 @@ def build_registry(settings: Settings) -> ToolRegistry:
         tools.append(RegisteredTool(catalog["read_only_sql"], lambda: sql.load("read_only_sql")))
         tools.append(RegisteredTool(catalog["sql_schema"], lambda: sql.load("sql_schema")))
     if settings.safe_data_dir is not None:
-        opened = open_root(settings.safe_data_dir)
+        # Both file tools read beneath one root descriptor; each releases its hold once.
+        root = open_root(settings.safe_data_dir, holders=2)
         tools.append(
             RegisteredTool(
                 catalog["sandbox_fs_read"],
-                lambda: _load_fs(settings, opened),
-                release=opened.close,
+                lambda: _load_fs_read(settings, root),
+                release=root.close,
+            )
+        )
+        tools.append(
+            RegisteredTool(
+                catalog["sandbox_fs_list"],
+                lambda: _load_fs_list(settings, root),
+                release=root.close,
             )
         )
     if settings.metrics_enabled:
@@ -67,10 +75,16 @@ class _SQLLoader:
         return self._specs[name]
 
 
-def _load_fs(settings: Settings, opened: OpenedRoot) -> ToolSpec[Any, Any]:
-    from mcp_server_suite.tools.fs.read import build_fs_tool  # noqa: PLC0415
+def _load_fs_read(settings: Settings, root: SandboxRoot) -> ToolSpec[Any, Any]:
+    from mcp_server_suite.tools.fs.read import build_read_tool  # noqa: PLC0415
 
-    return build_fs_tool(settings, opened)
+    return build_read_tool(settings, root)
+
+
+def _load_fs_list(settings: Settings, root: SandboxRoot) -> ToolSpec[Any, Any]:
+    from mcp_server_suite.tools.fs.listing import build_list_tool  # noqa: PLC0415
+
+    return build_list_tool(settings, root)
 
 
 def _load_metrics(settings: Settings) -> ToolSpec[Any, Any]:

@@ -49,7 +49,8 @@ def generate_catalog() -> str:
     """Build every tool and render the catalog text from its models and texts."""
     import tempfile  # noqa: PLC0415  # The generator alone needs a scratch directory.
 
-    from mcp_server_suite.tools.fs.read import build_fs_tool  # noqa: PLC0415  # Loads Pydantic.
+    from mcp_server_suite.tools.fs.listing import build_list_tool  # noqa: PLC0415
+    from mcp_server_suite.tools.fs.read import build_read_tool  # noqa: PLC0415  # Loads Pydantic.
     from mcp_server_suite.tools.metrics import build_metrics_tool  # noqa: PLC0415
     from mcp_server_suite.tools.sql import build_sql_tools  # noqa: PLC0415
 
@@ -59,7 +60,8 @@ def generate_catalog() -> str:
         specs: list[ToolSpec[Any, Any]] = [
             sql_tools["read_only_sql"],
             sql_tools["sql_schema"],
-            build_fs_tool(settings),
+            build_read_tool(settings),
+            build_list_tool(settings),
             build_metrics_tool(settings),
         ]
         entries = {}

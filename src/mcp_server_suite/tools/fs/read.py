@@ -1,490 +1,499 @@
-"""`sandbox_fs_read`: bounded text reads confined to one directory tree.
+"""`sandbox_fs_read`: one piece of a text file beneath the root, bounded in bytes and on the wire.
 
-The design document's five enforcement steps, in the order they run:
+The steps of a read, in the order they run:
 
-1. Canonical containment. The caller's path is joined to the canonical root and resolved
-   with `os.path.realpath` (non-strict: every symlink is followed, missing components are
-   kept), and the result must lie beneath the root by whole path components, never by string
-   prefix. A path outside is refused whether or not it exists, so nothing outside can be
-   probed. An absolute path is accepted only if it lies beneath the canonical root by
-   components before any resolution; it is then read like the rest of the path after the root.
-2. Race-free open. The resolved path is opened again one component at a time, each with
-   `openat` relative to the previous directory's descriptor and `O_NOFOLLOW`, starting from
-   the root's descriptor. Step 1 already followed every symlink that stays inside, so the
-   walk meets a symlink only when a loop stopped the resolution or the tree changed since
-   step 1; both are refused. The walk never opens `..`, so by itself it keeps every read
-   beneath the root's descriptor: step 1 decides which inside symlinks are followed and
-   what the caller is told.
-3. File type. The leaf's type is checked before it is opened, so a FIFO or device is never
-   opened; the leaf is opened `O_NONBLOCK | O_NOCTTY` and checked again with `fstat` on the
-   open descriptor, which is the check that counts. Only regular files are read.
-4. Bounded read. At most `max_bytes + 1` bytes are read, in a worker thread, then strictly
-   decoded. A character cut by `max_bytes` is dropped and not counted in `bytes_read`.
-5. No path leaks. A problem quotes at most 256 characters of the caller's own path, and
-   never an absolute path, the root, or the text of an OS error.
+1. Resolution (`resolution.py`): the caller's path becomes an `O_PATH` descriptor beneath the
+   root, by the kernel's `openat2` or the walk that stands in for it.
+2. File type: `fstat` on that descriptor. Only a regular file goes on: a FIFO, socket or
+   device is refused without ever being opened for I/O, so no writer waiting on a FIFO is
+   released and no device's open runs.
+3. Reopen: the same inode, and only it, is opened for reading (`Resolver.reopen`).
+4. Bounded read: at most `max_bytes + 1` bytes from `offset`; the extra byte says whether the
+   file goes on.
+5. Strict decoding: a character cut at the start of the piece is skipped where the encoding
+   lets that be known (UTF-8, UTF-16, UTF-32), one cut at the end is left for the next piece,
+   and `next_offset` says where that piece starts.
+6. Bounded answer: the response carries the content twice (`structuredContent` and the
+   text block), with every escape JSON needs: a control character costs 13 bytes, so 1 MiB
+   of NUL bytes would be a 13.6 MB response. A piece whose response would exceed
+   `MAX_RESPONSE_BYTES` is cut shorter; it says so (`truncated`) and where to go on.
+7. No path leaks (`_refusals.py`).
 
-Every error fails closed: after a failed check nothing is opened, by name or otherwise, and
-every descriptor a read opens is closed before the read returns.
+Where it runs: on the event loop when nothing in it can wait (a local file system, no mount
+crossing, a lookup the kernel answers from its caches, data in the page cache, a piece of at
+most `INLINE_MAX_BYTES`); otherwise in a worker thread, so a hung file system never stalls
+the session. Both give the same answers.
 """
 
-import codecs
-import enum
 import errno
-import logging
+import json
 import os
 import stat
-import threading
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from mcp_server_suite.config import ConfigError, Settings
-from mcp_server_suite.core.registry import ToolSpec
-from mcp_server_suite.schemas.echo import quote
+from mcp_server_suite.core.registry import ToolOutput, ToolSpec
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
 from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools.fs.root import DIRECTORY_FLAGS, OpenedRoot, open_root
+from mcp_server_suite.tools.fs import _wire
+from mcp_server_suite.tools.fs._refusals import (
+    SPECIAL_FILE,
+    os_failure,
+    refusal,
+    subject_of,
+)
+from mcp_server_suite.tools.fs.codecs import Kind, TextCodec, text_codec
+from mcp_server_suite.tools.fs.mounts import INLINE_FILESYSTEMS, MEMORY_FILESYSTEMS
+from mcp_server_suite.tools.fs.resolution import Resolved, Resolver, relative_beneath
+from mcp_server_suite.tools.fs.root import SandboxClosed, SandboxRoot, open_root
 from mcp_server_suite.workers import run_blocking
 
-__all__ = ["DESCRIPTION", "MAX_ECHO_CHARS", "MAX_SYMLINKS", "SandboxRoot", "build_fs_tool"]
+__all__ = [
+    "DESCRIPTION",
+    "INLINE_MAX_BYTES",
+    "MAX_RESPONSE_BYTES",
+    "FileReader",
+    "Piece",
+    "build_read_tool",
+    "decode_piece",
+    "wire_cost",
+]
 
-logger = logging.getLogger(__name__)
+TOOL: Final = "sandbox_fs_read"
 
 DESCRIPTION: Final = (
     "Read a text file from the sandbox directory. relative_path is relative to the sandbox "
     "root; symbolic links are followed only while they stay inside it. Paths outside the "
     "sandbox, directories, FIFOs, sockets and devices are refused. At most max_bytes bytes "
-    "are read and strictly decoded with encoding; truncated says the file is longer."
+    "are read, from offset, and strictly decoded with encoding; when truncated is true, call "
+    "again with offset set to next_offset for the next piece. Use sandbox_fs_list to find "
+    "file names."
 )
 
-# The design document's bound on how much of the caller's path a problem may quote.
-MAX_ECHO_CHARS: Final = 256
+# The most bytes one response may take, whatever the file holds: four times the largest
+# request frame, which holds a 1 MiB read of plain text with room to spare, and keeps 16
+# reads in flight within 64 MiB.
+MAX_RESPONSE_BYTES: Final = 4 * 1024 * 1024
 
-# Linux's MAXSYMLINKS: the most symbolic links the kernel follows in one path lookup.
-MAX_SYMLINKS: Final = 40
+# What a response holds besides the content and the resolved path, at most: the envelope's
+# members, three offsets, and a request id of 256 characters escaped at 12 bytes each.
+_ENVELOPE_BYTES: Final = 8 * 1024
 
-# The leaf: O_NOFOLLOW refuses a symlink (ELOOP), O_NONBLOCK keeps a FIFO from blocking the
-# open, and O_NOCTTY keeps a terminal from becoming the process's controlling terminal.
-_LEAF_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# The most wire bytes one character of content can cost, over both copies: a character
+# outside the BMP is a surrogate pair escape, `\\ud83d\\ude00`, in each (12 + 12). A control
+# character costs 13 (6 + 7), but it is one byte; a test checks every code point.
+MAX_WIRE_BYTES_PER_CHAR: Final = 24
 
-# A path whose last piece is one of these names a directory, never a regular file; POSIX
-# would fail it with ENOTDIR after a file (`ok.txt/.`), which realpath's lexical '..' and
-# trailing-slash handling would otherwise hide.
-_NOT_A_FILE_NAME: Final = frozenset({"", ".", ".."})
+# Pieces this small are read on the event loop when nothing can wait: 64 KiB (the default
+# max_bytes) decodes in well under a millisecond, so pings and other calls are not held up.
+INLINE_MAX_BYTES: Final = 64 * 1024
 
-# Pieces of a path that do not change what it names: the empty piece between doubled or
-# trailing slashes, and '.'.
-_NO_OP_NAMES: Final = frozenset({"", "."})
+# The byte order marks of UTF-32 are the longest a codec in the table looks for.
+_SIGNATURE_BYTES: Final = 4
 
-_SPECIAL_FILE: Final = "is not a regular file (it is a FIFO, socket or device) and is not read"
-_LINK_MET: Final = (
-    "meets a symbolic link loop, or one of its components changed while it was being read"
-)
-_PERMISSION: Final = "cannot be read: permission denied"
+_READ_FLAGS: Final = os.O_RDONLY
 
-# How each OS error a read can meet becomes a problem. Errors the caller can fix by asking
-# for another path are validation errors; refusals of what exists are access denials. Any
-# errno not listed is a server-side fault, reported generically.
-_OS_ERRORS: Final[Mapping[int, tuple[MCPErrorCode, str]]] = {
-    errno.ENOENT: (MCPErrorCode.VALIDATION_ERROR, "does not exist"),
-    errno.ENOTDIR: (MCPErrorCode.VALIDATION_ERROR, "has a component that is not a directory"),
-    errno.EISDIR: (MCPErrorCode.VALIDATION_ERROR, "names a directory, not a file"),
-    errno.ENAMETOOLONG: (
-        MCPErrorCode.VALIDATION_ERROR,
-        "has a name longer than the file system allows",
-    ),
-    errno.ELOOP: (MCPErrorCode.ACCESS_DENIED, _LINK_MET),
-    errno.EACCES: (MCPErrorCode.ACCESS_DENIED, _PERMISSION),
-    errno.EPERM: (MCPErrorCode.ACCESS_DENIED, _PERMISSION),
-    # open(2) reports ENXIO for a socket and for a device without a driver, ENODEV for some
-    # devices: special files that replaced a regular file after the type check.
-    errno.ENXIO: (MCPErrorCode.ACCESS_DENIED, _SPECIAL_FILE),
-    errno.ENODEV: (MCPErrorCode.ACCESS_DENIED, _SPECIAL_FILE),
-}
+# JSON as the wire writes it (ASCII, the structured copy) and as a text block holds it (the
+# text copy, which the wire then escapes once more).
+_ASCII_JSON: Final = json.JSONEncoder(ensure_ascii=True)
+_TEXT_JSON: Final = json.JSONEncoder(ensure_ascii=False)
 
 
-def _components(path: str) -> list[str]:
-    # Containment is decided on these lists, name by name, as PurePath.is_relative_to does
-    # (without building PurePath objects, which cost more than the rest of the check): a
-    # sibling such as '/data_evil' never matches a root of '/data'.
-    return [name for name in path.split("/") if name not in _NO_OP_NAMES]
+def wire_cost(text: str) -> int:
+    """The bytes `text` takes on the wire as content: in `structuredContent` and in the text.
+
+    Escaping is per character, so the cost of a concatenation is the sum of the costs.
+    """
+    return len(_ASCII_JSON.encode(text)) + len(_ASCII_JSON.encode(_TEXT_JSON.encode(text)))
 
 
-def _realpath(base: str, relative: str) -> str:
-    """`os.path.realpath(os.path.join(base, relative))` (non-strict), the same on every Python.
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A decoded piece of a file.
 
-    The standard library's version changed between releases: 3.11 recurses once per nested
-    symlink and fails at the recursion limit, 3.13 follows a chain of any length and hides
-    `readlink` errors. This one follows Python 3.13's rules for what a path means (missing
-    components kept, `..` applied to what was resolved so far, a symlink met again while it
-    is being resolved left as it is, which is a loop), and adds two of its own: like the
-    kernel, it follows at most `MAX_SYMLINKS` links, and a symlink that changes while it is
-    being read is an error, not a name to keep.
+    Attributes:
+        content: The text.
+        start: Where it starts in the file.
+        bytes_read: How many bytes it was decoded from.
+        truncated: Whether the file goes on after `start + bytes_read`.
+    """
+
+    content: str
+    start: int
+    bytes_read: int
+    truncated: bool
+
+
+class _Undecodable(Exception):
+    """The bytes are not valid text in the codec."""
+
+
+class _NoByteOrderMark(Exception):
+    """`utf-16` or `utf-32` on a file that does not start with a byte order mark."""
+
+
+def _byte_order(codec: TextCodec, signature: bytes) -> TextCodec:
+    for mark, name in codec.byte_orders:
+        if signature.startswith(mark):
+            return text_codec(name)
+    raise _NoByteOrderMark
+
+
+def _skipped_at_start(codec: TextCodec, data: bytes, at: int) -> int:
+    # Bytes of a character that started before `at`. Only a piece that does not start the
+    # file can begin inside a character; at offset 0 such bytes are simply invalid.
+    if at == 0:
+        return 0
+    if codec.kind is Kind.UTF_8:
+        skip = 0
+        while skip < min(3, len(data)) and 0x80 <= data[skip] <= 0xBF:
+            skip += 1
+        return skip
+    if codec.kind is Kind.UNITS:
+        skip = -at % codec.unit
+        if codec.unit == 2:
+            # The second half of a surrogate pair: the first unit's high byte, in the
+            # codec's byte order, is DC to DF.
+            high = data[skip + 1 : skip + 2] if codec.name.endswith("le") else data[skip : skip + 1]
+            if high and 0xDC <= high[0] <= 0xDF:
+                skip += 2
+        return skip
+    return 0
+
+
+def decode_piece(
+    data: bytes, *, at: int, window: int, codec: TextCodec, signature: bytes, budget: int
+) -> Piece:
+    """Strictly decode a piece of a file.
 
     Args:
-        base: A canonical absolute directory (the sandbox root): its own components are
-            known to hold no symlink, so resolution starts beneath it.
-        relative: The path to resolve from `base`.
+        data: Up to `window + 1` bytes read from offset `at` (fewer at the end of the file).
+        at: The offset they were read from.
+        window: `max_bytes`: at most this many bytes are decoded.
+        codec: The codec. A stateful one is only ever given `at == 0`.
+        signature: The first bytes of the file, for codecs whose byte order comes from a
+            mark there (`_SIGNATURE_BYTES` of them, or the whole file if shorter).
+        budget: The most wire bytes the content may cost (`wire_cost`).
 
     Returns:
-        The canonical path.
+        The piece.
 
     Raises:
-        OSError: ELOOP after `MAX_SYMLINKS` links; `readlink`'s error when a symlink changed
-            between `lstat` and `readlink`.
+        _Undecodable: The bytes are not valid text in `codec`.
+        _NoByteOrderMark: The codec needs a byte order mark the file does not have.
     """
-    # Names still to resolve, last first. A None marks the end of a symlink's target: the
-    # name under it is the symlink, whose resolution is then known.
-    pending: list[str | None] = list(reversed(relative.split("/")))
-    resolved = base
-    # Each symlink met: None while its target is being resolved, then where it led.
-    links: dict[str, str | None] = {}
-    followed = 0
-    while pending:
-        name = pending.pop()
-        if name is None:
-            link = pending.pop()
-            links[str(link)] = resolved
-            continue
-        if name in _NO_OP_NAMES:
-            continue
-        if name == "..":
-            resolved = resolved.rpartition("/")[0] or "/"
-            continue
-        candidate = f"{resolved.rstrip('/')}/{name}"
-        try:
-            is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
-        except OSError:
-            is_link = False
-        if not is_link:
-            resolved = candidate
-            continue
-        if candidate in links:
-            # Met before: reuse where it led, or keep it as it is if it is still being
-            # resolved (a loop, which the walk will refuse).
-            resolved = links[candidate] or candidate
-            continue
-        followed += 1
-        if followed > MAX_SYMLINKS:
-            raise OSError(errno.ELOOP, "too many levels of symbolic links")
-        target = os.readlink(candidate)
-        links[candidate] = None
-        if target.startswith("/"):
-            resolved = "/"
-        pending.extend((candidate, None))
-        pending.extend(reversed(target.split("/")))
-    return resolved
+    goes_on = len(data) > window
+    effective = codec
+    if codec.byte_orders and signature:
+        ordered = _byte_order(codec, signature)
+        if at > 0:
+            effective = ordered
+    elif codec.drops_signature and at > 0:
+        effective = text_codec("utf-8")
+    # The rest of a character that started before `at` is skipped, judged on all the bytes
+    # read (one more than the window), so a window that holds only such bytes still moves on.
+    skip = _skipped_at_start(effective, data, at)
+    body = data[skip:window]
+    content, consumed = _decode(effective, body, final=not goes_on)
+    if len(content) * MAX_WIRE_BYTES_PER_CHAR > budget:
+        cost = wire_cost(content)
+        while cost > budget:
+            # Cut the bytes in proportion, then decode again: each round is shorter, and a
+            # piece of `budget / 13` bytes always fits (a byte costs at most 13).
+            goes_on = True
+            content, consumed = _decode(effective, body[: consumed * budget // cost], final=False)
+            cost = wire_cost(content)
+    return Piece(content, at + skip, consumed, goes_on)
 
 
-def _subject(untrusted_path: str) -> str:
-    # An absolute path is the caller's, but it is also a host path: it is never repeated.
-    if untrusted_path.startswith("/"):
-        return "The absolute path"
-    return quote(untrusted_path, MAX_ECHO_CHARS)
-
-
-def _refusal(code: MCPErrorCode, subject: str, phrase: str) -> ToolFailure:
-    return ToolFailure(f"{subject} {phrase}", code=code, invalid_params=("relative_path",))
-
-
-def _outside(subject: str) -> ToolFailure:
-    return _refusal(MCPErrorCode.ACCESS_DENIED, subject, "resolves outside the sandbox")
-
-
-def _os_failure(error: int | None, subject: str) -> ToolFailure:
-    row = _OS_ERRORS.get(error) if error is not None else None
-    if row is None:
-        # The errno's name is enough for an operator; the path and the OS text stay here.
-        logger.warning("sandbox_fs_read: unexpected OS error %s", errno.errorcode.get(error or 0))
-        return ToolFailure(
-            "The file could not be read because of a server-side file system error.",
-            code=MCPErrorCode.INTERNAL_ERROR,
-        )
-    code, phrase = row
-    return _refusal(code, subject, phrase)
-
-
-def _ensure_regular(mode: int, subject: str) -> None:
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISLNK(mode):
-        raise _os_failure(errno.ELOOP, subject)
-    if stat.S_ISDIR(mode):
-        raise _os_failure(errno.EISDIR, subject)
-    raise _refusal(MCPErrorCode.ACCESS_DENIED, subject, _SPECIAL_FILE)
-
-
-def _walk_errno(exc: OSError, dir_fd: int, name: str) -> int | None:
-    # With O_DIRECTORY the kernel reports a symlink as ENOTDIR rather than ELOOP. A symlink
-    # here means a loop stopped the resolution or the tree changed under the read, and a
-    # directory means it changed back; the caller is told so, not that a component is a
-    # plain file.
-    if exc.errno != errno.ENOTDIR:
-        return exc.errno
+def _decode(codec: TextCodec, body: bytes, *, final: bool) -> tuple[str, int]:
+    decoder = codec.decoder()
     try:
-        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    except OSError:
-        return exc.errno
-    return errno.ELOOP if stat.S_ISLNK(mode) or stat.S_ISDIR(mode) else exc.errno
+        content = decoder.decode(body, final=final)
+    except UnicodeDecodeError:
+        raise _Undecodable from None
+    pending, _ = decoder.getstate()
+    return content, len(body) - len(pending)
 
 
-def _open_beneath(root_fd: int, parts: tuple[str, ...], subject: str) -> int:
-    """Open the regular file `parts` names beneath `root_fd`, never following a symlink.
-
-    Args:
-        root_fd: The sandbox root's descriptor; it is not closed.
-        parts: Canonical path components relative to the root, at least one, none of them
-            empty, `.` or `..`.
-        subject: How problems refer to the caller's path.
-
-    Returns:
-        A read-only descriptor of the leaf, which the caller must close. The leaf was a
-        regular file when checked; the caller checks the descriptor again with `fstat`.
-
-    Raises:
-        ToolFailure: A component is missing, not a directory, a symlink, not permitted, or
-            the leaf is not a regular file.
-    """
-    *directories, leaf = parts
-    dir_fd = root_fd
-    try:
-        for name in directories:
-            try:
-                next_fd = os.open(name, DIRECTORY_FLAGS, dir_fd=dir_fd)
-            except OSError as exc:
-                raise _os_failure(_walk_errno(exc, dir_fd, name), subject) from None
-            if dir_fd != root_fd:
-                os.close(dir_fd)
-            dir_fd = next_fd
-        try:
-            # Checked before the open so that no FIFO (whose open wakes a waiting writer) and
-            # no device (whose open can have effects) is ever opened.
-            _ensure_regular(os.stat(leaf, dir_fd=dir_fd, follow_symlinks=False).st_mode, subject)
-            return os.open(leaf, _LEAF_FLAGS, dir_fd=dir_fd)
-        except OSError as exc:
-            raise _os_failure(exc.errno, subject) from None
-    finally:
-        if dir_fd != root_fd:
-            os.close(dir_fd)
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
+def _read_at_most(fd: int, limit: int, offset: int) -> bytes:
     chunks: list[bytes] = []
     remaining = limit
     while remaining:
-        chunk = os.read(fd, remaining)
+        chunk = os.pread(fd, remaining, offset)
         if not chunk:
             break
         chunks.append(chunk)
         remaining -= len(chunk)
+        offset += len(chunk)
     return b"".join(chunks)
 
 
-def _decode_prefix(data: bytes, max_bytes: int, encoding: str, subject: str) -> tuple[str, int]:
-    """Strictly decode the first `max_bytes` of `data`.
-
-    Returns:
-        The text, and how many bytes it was decoded from. When `data` is longer than
-        `max_bytes`, the bytes of a character that `max_bytes` cuts are held back by the
-        incremental decoder, so they are neither in the text nor counted.
-
-    Raises:
-        ToolFailure: The bytes are not valid text in `encoding`.
-    """
-    truncated = len(data) > max_bytes
-    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
-    try:
-        content = decoder.decode(data[:max_bytes], final=not truncated)
-        # A strict codec can still yield a lone surrogate (UTF-7 spells one '+2AA-'): that
-        # is not text, and the result could not be written as JSON.
-        content.encode("utf-8")
-    except UnicodeError:
-        raise ToolFailure(
-            f"{subject} holds bytes that are not valid {encoding} text",
-            invalid_params=("encoding",),
-        ) from None
-    pending, _ = decoder.getstate()
-    return content, min(len(data), max_bytes) - len(pending)
-
-
-class _RootState(enum.Enum):
-    OPEN = enum.auto()
-    # Closed to new reads; the last read in flight releases the descriptor.
-    CLOSING = enum.auto()
-    CLOSED = enum.auto()
-
-
-class SandboxRoot:
-    """The sandbox directory, opened once at start-up and held by descriptor.
-
-    The configured path is resolved once (it may be reached through symlinks) and its
-    canonical directory is opened. Reads walk from that descriptor, so renaming or replacing
-    the root's path later cannot redirect them to another directory.
+class FileReader:
+    """Reads pieces of files beneath one root.
 
     Args:
-        root: The root as `open_root` opened it at start-up; its descriptor is owned from
-            now on and closed by `close`.
+        resolver: How paths are resolved beneath the root.
     """
 
-    def __init__(self, root: OpenedRoot) -> None:
-        self._root: Final = root.path
-        self._root_names: Final = _components(root.path)
-        self._fd: Final = root.fd
-        # Guards the state and the count of reads using the descriptor: closing it while a
-        # worker thread still walks from it would let a reused descriptor number anchor
-        # the walk somewhere else.
-        self._lock: Final = threading.Lock()
-        self._state = _RootState.OPEN
-        self._readers = 0
+    def __init__(self, resolver: Resolver) -> None:
+        self._resolver: Final = resolver
+        self._root: Final = resolver.root
+        filesystem = resolver.root_filesystem
+        # Reads on the event loop need every lookup answered from the caches, no mount
+        # crossed into a file system of another kind, the inode reopened through /proc, and
+        # a file system where nothing waits for a network or a daemon.
+        self._inline = (
+            resolver.kernel
+            and resolver.cached
+            and resolver.proc_reopen
+            and not resolver.cross_mounts
+            and filesystem in INLINE_FILESYSTEMS
+        )
+        self._in_memory = filesystem in MEMORY_FILESYSTEMS
+        # Used only by `read_now`, which runs on the event loop thread alone.
+        self._buffer = bytearray(INLINE_MAX_BYTES + 1)
+
+    @property
+    def reads_inline(self) -> bool:
+        """Whether `read_now` can answer at all (else every read goes to a worker thread)."""
+        return self._inline
 
     async def read(self, params: SandboxFSReadParams) -> SandboxFSReadResult:
-        """Read one file in a worker thread; see `read_blocking`."""
+        """Read one piece in a worker thread; see `read_blocking`."""
         return await run_blocking(self.read_blocking, params)
 
     def read_blocking(self, params: SandboxFSReadParams) -> SandboxFSReadResult:
-        """Read one file beneath the root, in the calling thread.
+        """Read one piece of a file, in the calling thread.
 
         Args:
             params: The validated arguments.
 
         Returns:
-            The decoded text and what was read.
+            The decoded piece and where it lies in the file.
 
         Raises:
             ToolFailure: The path is outside the sandbox, missing, not a regular file or not
                 permitted, the content is not valid text in the encoding, the sandbox is
                 closed, or the file system failed (internal error, details withheld).
         """
-        untrusted_path = params.relative_path
-        subject = _subject(untrusted_path)
-        parts = self._resolve_beneath(untrusted_path, subject)
-        root_fd = self._start_read()
+        codec = self._codec(params)
         try:
-            fd = _open_beneath(root_fd, parts, subject)
-        finally:
-            self._finish_read()
-        try:
-            _ensure_regular(os.fstat(fd).st_mode, subject)
-            data = _read_at_most(fd, params.max_bytes + 1)
+            resolved = self._lookup(params)
+            try:
+                self._ensure_regular(resolved, params.relative_path)
+                fd = self._resolver.reopen(resolved, _READ_FLAGS)
+                try:
+                    data = _read_at_most(fd, params.max_bytes + 1, params.offset)
+                    signature = b""
+                    if codec.byte_orders:
+                        signature = os.pread(fd, _SIGNATURE_BYTES, 0)
+                finally:
+                    os.close(fd)
+            finally:
+                resolved.close()
         except OSError as exc:
-            raise _os_failure(exc.errno, subject) from None
-        finally:
-            os.close(fd)
-        content, bytes_read = _decode_prefix(data, params.max_bytes, params.encoding, subject)
-        return SandboxFSReadResult(
-            resolved_path="/".join(parts),
-            content=content,
-            bytes_read=bytes_read,
-            truncated=len(data) > params.max_bytes,
-        )
+            raise os_failure(exc.errno, subject_of(params.relative_path), TOOL) from None
+        return self._result(params, codec, resolved.path, data, signature)
 
-    def _resolve_beneath(self, untrusted_path: str, subject: str) -> tuple[str, ...]:
-        """Step 1: resolve the path and return its canonical components below the root.
+    def read_now(self, params: SandboxFSReadParams) -> SandboxFSReadResult | None:
+        """Read one piece on the event loop, if that can be done without waiting.
+
+        Returns:
+            The result `read_blocking` would give, or None when some step would have to wait
+            (or the piece is larger than `INLINE_MAX_BYTES`): then call `read_blocking`.
 
         Raises:
-            ToolFailure: The path resolves outside the root, meets a loop, or cannot name a
-                regular file.
+            ToolFailure: As `read_blocking`.
         """
-        relative = untrusted_path
-        if untrusted_path.startswith("/"):
-            names = _components(untrusted_path)
-            if names[: len(self._root_names)] != self._root_names:
-                raise _outside(subject)
-            relative = "/".join(names[len(self._root_names) :]) or "."
+        if not self._inline:
+            return None
+        codec = self._codec(params)
+        if codec.byte_orders and params.offset > 0:
+            # The byte order mark would need a second read; the worker thread does it.
+            return None
         try:
-            resolved = _realpath(self._root, relative)
+            resolved = self._lookup_cached(params)
+            if resolved is None:
+                return None
+            try:
+                self._ensure_regular(resolved, params.relative_path)
+                size = resolved.status.st_size
+                wanted = params.max_bytes + 1
+                count = min(wanted, INLINE_MAX_BYTES + 1)
+                if count < wanted and size - params.offset >= count:
+                    return None
+                fd = self._resolver.reopen(resolved, _READ_FLAGS)
+                try:
+                    data = self._read_cached(fd, count, params.offset)
+                finally:
+                    os.close(fd)
+            finally:
+                resolved.close()
         except OSError as exc:
-            # Missing components are kept, as realpath keeps them; what escapes is ELOOP
-            # (too many links) or comes from readlink after lstat found a symlink, so the
-            # link changed in between. EINVAL means it is no longer a symlink at all.
-            error = errno.ELOOP if exc.errno == errno.EINVAL else exc.errno
-            raise _os_failure(error, subject) from None
-        resolved_names = _components(resolved)
-        if resolved_names[: len(self._root_names)] != self._root_names:
-            raise _outside(subject)
-        parts = tuple(resolved_names[len(self._root_names) :])
-        if ".." in parts:
-            # realpath returns a normalised path, even when a loop stops it early. The walk
-            # relies on that (an openat of '..' would climb out of the root), so it is
-            # checked here rather than assumed.
-            raise _refusal(
-                MCPErrorCode.ACCESS_DENIED, subject, "cannot be resolved to a canonical path"
+            raise os_failure(exc.errno, subject_of(params.relative_path), TOOL) from None
+        # Complete when every byte wanted came, or the read ended where the file ends; a
+        # shorter read is one the page cache could serve only in part.
+        if data is None or (len(data) < wanted and params.offset + len(data) < size):
+            return None
+        if codec.byte_orders and len(data) < _SIGNATURE_BYTES and len(data) < size:
+            # A piece shorter than the longest mark, of a file that is not: read the mark
+            # in a worker thread.
+            return None
+        return self._result(params, codec, resolved.path, data, data[:_SIGNATURE_BYTES])
+
+    def _codec(self, params: SandboxFSReadParams) -> TextCodec:
+        codec = text_codec(params.encoding)
+        if codec.kind is Kind.STATEFUL and params.offset > 0:
+            raise ToolFailure(
+                f"{codec.name} is a stateful encoding (what a byte means depends on escape "
+                "sequences before it), so it can only be read from offset 0",
+                invalid_params=("offset",),
             )
-        if untrusted_path.rpartition("/")[2] in _NOT_A_FILE_NAME:
-            raise _refusal(
+        return codec
+
+    def _lookup(self, params: SandboxFSReadParams) -> Resolved:
+        relative = relative_beneath(params.relative_path, self._root.names)
+        root_fd = self._borrow_root()
+        try:
+            return self._resolver.resolve(root_fd, relative)
+        finally:
+            self._root.release()
+
+    def _lookup_cached(self, params: SandboxFSReadParams) -> Resolved | None:
+        relative = relative_beneath(params.relative_path, self._root.names)
+        root_fd = self._borrow_root()
+        try:
+            return self._resolver.resolve_cached(root_fd, relative)
+        finally:
+            self._root.release()
+
+    def _borrow_root(self) -> int:
+        try:
+            return self._root.acquire()
+        except SandboxClosed:
+            raise ToolFailure(
+                "The sandbox is closed because the server is shutting down.",
+                code=MCPErrorCode.INTERNAL_ERROR,
+            ) from None
+
+    @staticmethod
+    def _ensure_regular(resolved: Resolved, untrusted_path: str) -> None:
+        mode = resolved.status.st_mode
+        if stat.S_ISREG(mode):
+            return
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a directory")
+        raise refusal(MCPErrorCode.ACCESS_DENIED, subject_of(untrusted_path), SPECIAL_FILE)
+
+    def _read_cached(self, fd: int, count: int, offset: int) -> bytes | None:
+        view = memoryview(self._buffer)[:count]
+        try:
+            if self._in_memory:
+                read = os.preadv(fd, [view], offset)
+            else:
+                read = os.preadv(fd, [view], offset, os.RWF_NOWAIT)
+        except OSError as exc:
+            if exc.errno == errno.EOPNOTSUPP:
+                # This file system cannot promise not to wait: every read goes to a worker
+                # thread from now on.
+                self._inline = False
+                return None
+            if exc.errno == errno.EAGAIN:
+                return None
+            raise
+        return bytes(view[:read])
+
+    def _result(
+        self,
+        params: SandboxFSReadParams,
+        codec: TextCodec,
+        resolved_path: str,
+        data: bytes,
+        signature: bytes,
+    ) -> SandboxFSReadResult:
+        budget = MAX_RESPONSE_BYTES - _ENVELOPE_BYTES - wire_cost(resolved_path)
+        try:
+            piece = decode_piece(
+                data,
+                at=params.offset,
+                window=params.max_bytes,
+                codec=codec,
+                signature=signature,
+                budget=budget,
+            )
+        except _Undecodable:
+            raise refusal(
                 MCPErrorCode.VALIDATION_ERROR,
-                subject,
-                "does not name a file: it ends in '/', '.' or '..'",
-            )
-        if not parts:
-            raise _os_failure(errno.EISDIR, subject)
-        return parts
+                subject_of(params.relative_path),
+                f"holds bytes that are not valid {codec.name} text",
+                field="encoding",
+            ) from None
+        except _NoByteOrderMark:
+            raise refusal(
+                MCPErrorCode.VALIDATION_ERROR,
+                subject_of(params.relative_path),
+                f"does not start with a byte order mark, so its {codec.name} byte order is "
+                f"unknown: name {codec.name}-le or {codec.name}-be",
+                field="encoding",
+            ) from None
+        return SandboxFSReadResult(
+            resolved_path=resolved_path,
+            content=piece.content,
+            offset=piece.start,
+            bytes_read=piece.bytes_read,
+            next_offset=piece.start + piece.bytes_read,
+            truncated=piece.truncated,
+        )
 
-    def _start_read(self) -> int:
-        # Borrow the root's descriptor for one walk; `_finish_read` gives it back.
-        with self._lock:
-            if self._state is not _RootState.OPEN:
-                raise ToolFailure(
-                    "The sandbox is closed because the server is shutting down.",
-                    code=MCPErrorCode.INTERNAL_ERROR,
-                )
-            self._readers += 1
-            return self._fd
+    def read_inline(self, arguments: Mapping[str, Any]) -> ToolOutput | None:
+        """The tool's `run_inline`: the whole call, answered at once when nothing must wait.
 
-    def _finish_read(self) -> None:
-        with self._lock:
-            self._readers -= 1
-            if self._state is _RootState.CLOSING and self._readers == 0:
-                self._release()
-
-    def close(self) -> None:
-        """Refuse new reads, and release the descriptor once reads in flight finish.
-
-        Calling it again does nothing.
+        The arguments are accepted only when the strict model accepts them as they are (any
+        fault goes to the full path, which reports it), and the output is checked against
+        the result model as the full path checks it (`_wire`).
         """
-        with self._lock:
-            if self._state is not _RootState.OPEN:
-                return
-            self._state = _RootState.CLOSING
-            if self._readers == 0:
-                self._release()
-
-    async def aclose(self) -> None:
-        """The registry's shutdown hook; see `close`."""
-        self.close()
-
-    def _release(self) -> None:
-        # Called with the lock held, exactly once.
-        self._state = _RootState.CLOSED
-        os.close(self._fd)
+        params = _wire.accept(SandboxFSReadParams, arguments)
+        if params is None:
+            return None
+        result = self.read_now(params)
+        if result is None:
+            return None
+        return _wire.render(result)
 
 
-def build_fs_tool(
-    settings: Settings, opened: OpenedRoot | None = None
+def build_read_tool(
+    settings: Settings, root: SandboxRoot | None = None, *, use_kernel: bool = True
 ) -> ToolSpec[SandboxFSReadParams, SandboxFSReadResult]:
     """Describe `sandbox_fs_read` over the configured sandbox root.
 
     Args:
         settings: The validated configuration; `safe_data_dir` must be set.
-        opened: The root opened at start-up; opened here when None.
+        root: The root opened at start-up; opened here when None.
+        use_kernel: False to resolve with the walk even where `openat2` works.
 
     Returns:
-        The tool, whose `close` hook releases the root's descriptor.
+        The tool, whose `close` hook releases its hold on the root.
 
     Raises:
         ConfigError: `MCP_SAFE_DATA_DIR` is unset, or its directory cannot be opened.
     """
-    if opened is None:
+    if root is None:
         if settings.safe_data_dir is None:
             raise ConfigError("MCP_SAFE_DATA_DIR", "an absolute path to an existing directory")
-        opened = open_root(settings.safe_data_dir)
-    root = SandboxRoot(opened)
+        root = open_root(settings.safe_data_dir)
+    resolver = Resolver.probe(root, cross_mounts=settings.fs_cross_mounts, use_kernel=use_kernel)
+    reader = FileReader(resolver)
     return ToolSpec(
-        name="sandbox_fs_read",
+        name=TOOL,
         title="Sandboxed file read",
         description=DESCRIPTION,
         params_model=SandboxFSReadParams,
         result_model=SandboxFSReadResult,
-        run=root.read,
+        run=reader.read,
+        run_inline=reader.read_inline,
         close=root.aclose,
     )

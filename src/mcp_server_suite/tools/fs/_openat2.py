@@ -1,0 +1,108 @@
+"""The `openat2(2)` system call: path resolution that the kernel confines to a directory.
+
+Python does not wrap `openat2` (3.11 to 3.13 have no `os.openat2`), and the C library has no
+wrapper for it either, so this module calls it through `syscall(2)` with `ctypes`. It is the
+one place the file tools call into the C library, and it does nothing else: it passes the
+caller's flags through and turns a failure into `OSError` with the kernel's errno.
+
+Why `openat2` rather than a walk in Python: with `RESOLVE_BENEATH` the kernel itself refuses
+every step of a lookup that would leave the directory (a `..` above it, an absolute path or
+symbolic link), in the same lookup that opens the file, so no check can race the open; it
+counts symbolic links as it always does (at most 40); `RESOLVE_NO_MAGICLINKS` refuses the
+`/proc` links that jump anywhere (`/proc/self/root`, `/proc/<pid>/fd/N`), and
+`RESOLVE_NO_XDEV` refuses to cross into another mount. Linux 5.6 added it; `RESOLVE_CACHED`
+(5.12) makes a lookup fail with `EAGAIN` instead of waiting for a disk or a network.
+"""
+
+import ctypes
+import errno
+import os
+import platform
+from typing import Final
+
+__all__ = [
+    "RESOLVE_BENEATH",
+    "RESOLVE_CACHED",
+    "RESOLVE_NO_MAGICLINKS",
+    "RESOLVE_NO_SYMLINKS",
+    "RESOLVE_NO_XDEV",
+    "openat2",
+]
+
+# The `resolve` bits of `struct open_how` (linux/openat2.h).
+RESOLVE_NO_XDEV: Final = 0x01
+RESOLVE_NO_MAGICLINKS: Final = 0x02
+RESOLVE_NO_SYMLINKS: Final = 0x04
+RESOLVE_BENEATH: Final = 0x08
+RESOLVE_CACHED: Final = 0x20
+
+# openat2's number in the system call table that every architecture has shared since Linux
+# 5.1; the architectures that number system calls their own way (alpha, mips, ia64) are not
+# listed, and there the tools use their own walk, as on a kernel without the call.
+_SYSCALL_NUMBERS: Final = dict.fromkeys(
+    (
+        "x86_64",
+        "aarch64",
+        "arm64",
+        "armv7l",
+        "armv8l",
+        "i386",
+        "i686",
+        "ppc64le",
+        "ppc64",
+        "riscv64",
+        "s390x",
+        "loongarch64",
+    ),
+    437,
+)
+_NUMBER: Final = _SYSCALL_NUMBERS.get(platform.machine())
+
+
+class _OpenHow(ctypes.Structure):
+    # struct open_how: three __u64 members, 24 bytes, the size passed to the kernel.
+    _fields_ = (
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    )
+
+
+_libc: Final = ctypes.CDLL(None, use_errno=True)
+_syscall: Final = _libc.syscall
+_syscall.restype = ctypes.c_long
+_syscall.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+
+# Every lookup uses one of a handful of flag sets: each is built once and kept.
+_hows: dict[tuple[int, int], _OpenHow] = {}
+
+
+def openat2(dir_fd: int, path: bytes, flags: int, resolve: int) -> int:
+    """Open `path` relative to `dir_fd` as `openat2(2)` resolves it.
+
+    Args:
+        dir_fd: The directory the lookup starts from (and, with `RESOLVE_BENEATH`, stays in).
+        path: The path, as bytes, without NUL.
+        flags: The `open(2)` flags (`O_PATH`, `O_CLOEXEC`, ...).
+        resolve: The `RESOLVE_*` bits.
+
+    Returns:
+        The new descriptor, which the caller must close.
+
+    Raises:
+        OSError: The kernel's errno: `ENOSYS` where the call does not exist (or this
+            architecture's number is unknown), `EPERM` or `ENOSYS` where a seccomp filter
+            refuses it, `EXDEV` for a lookup that would leave `dir_fd` or cross a mount,
+            `ELOOP` for too many symbolic links or a refused link, `EAGAIN` for a lookup
+            `RESOLVE_CACHED` could not finish from the caches, and every error of `open(2)`.
+    """
+    if _NUMBER is None:
+        raise OSError(errno.ENOSYS, "openat2 is not numbered on this architecture")
+    how = _hows.get((flags, resolve))
+    if how is None:
+        how = _hows.setdefault((flags, resolve), _OpenHow(flags, 0, resolve))
+    fd: int = _syscall(_NUMBER, dir_fd, path, ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+    return fd
