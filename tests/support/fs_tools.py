@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp_server_suite.config import Settings
-from mcp_server_suite.core.registry import ToolSpec
+from mcp_server_suite.core.jsonrpc import encode
+from mcp_server_suite.core.registry import ToolRegistry, ToolSpec
+from mcp_server_suite.core.server import Dispatcher
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.schemas.errors import ToolFailure
@@ -37,6 +39,7 @@ __all__ = [
     "complete",
     "file_tools",
     "reader_of",
+    "response_bytes",
 ]
 
 # The two resolvers every test runs.
@@ -110,6 +113,30 @@ def call(spec: ToolSpec[Any, Any], arguments: Mapping[str, Any]) -> dict[str, An
         return output.structured
 
     return asyncio.run(invoke())
+
+
+def response_bytes(result: dict[str, Any], text: str) -> int:
+    """The size of the `tools/call` response the server writes for this result.
+
+    The request id is the longest the protocol guard accepts, of characters outside the BMP,
+    each escaped as a surrogate pair: the largest envelope a read can get.
+    """
+    dispatcher = Dispatcher(ToolRegistry([]), server_version="0")
+    dispatcher.handle_frame(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+        ).encode()
+    )
+    return len(encode(dispatcher.call_succeeded("\U0001f600" * 256, result, text).message))
 
 
 def _keep_dumpable() -> None:

@@ -23,9 +23,6 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_server_suite.config import ConfigError, Settings
-from mcp_server_suite.core.jsonrpc import encode
-from mcp_server_suite.core.registry import ToolRegistry
-from mcp_server_suite.core.server import Dispatcher
 from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import (
@@ -50,6 +47,7 @@ from tests.support.fs_tools import (
     complete,
     file_tools,
     reader_of,
+    response_bytes,
 )
 from tests.support.fs_tree import (
     BIG_FILE_BYTES,
@@ -628,30 +626,6 @@ def test_a_gigabyte_sparse_file_is_read_at_any_offset(scratch: tuple[FileTools, 
 
 
 # --- the response is bounded, whatever the content ----------------------------------------
-
-
-def response_bytes(result: dict[str, Any], text: str) -> int:
-    """The size of the `tools/call` response the server writes for this result.
-
-    The request id is the longest the protocol guard accepts, of characters outside the BMP,
-    each escaped as a surrogate pair: the largest envelope a read can get.
-    """
-    dispatcher = Dispatcher(ToolRegistry([]), server_version="0")
-    dispatcher.handle_frame(
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            }
-        ).encode()
-    )
-    return len(encode(dispatcher.call_succeeded("\U0001f600" * 256, result, text).message))
 
 
 def worst_case_bytes(codec_name: str, size: int) -> bytes:
