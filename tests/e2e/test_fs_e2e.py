@@ -8,16 +8,26 @@ unit tests fake or inject are met for real here: a FIFO, a character device, a s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mcp_server_suite.config import Settings
+from mcp_server_suite.core.server import Dispatcher
+from mcp_server_suite.core.stdio import serve
+from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
+from mcp_server_suite.guardrails.pipeline import Guardrails
+from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
+from mcp_server_suite.tools import build_registry
+from tests.support.fs_tools import reader_of
 from tests.support.fs_tree import OUTSIDE_SECRETS, FSTree, build_fs_tree, ensure_complete
-from tests.support.harness import ServerProcess, running_server
+from tests.support.harness import ServerProcess, initialize_params, running_server
 from tests.support.sdk import sdk_session
 
 # Only the file tool: the other tools' start-up and sampling are not what is tested here.
@@ -248,3 +258,94 @@ def test_official_sdk_client_reads_a_file(tree: FSTree) -> None:
     assert json.loads(good.content[0].text) == good.structured_content
     assert bad.is_error is True
     assert json.loads(bad.content[0].text)["code"] == "MCP_ACCESS_DENIED"
+
+
+# --- a hung file system never stalls the session -------------------------------------------
+
+
+def _hung_session(root: Path, release: threading.Event, received: list[dict[str, Any]]) -> None:
+    """Serve one session in this process, over pipes, with reads of `hung.txt` hung.
+
+    The tool is told its file system may hang (as for NFS or FUSE: no read runs on the event
+    loop), and every read of `hung.txt` blocks its worker thread until `release` is set.
+    """
+    settings = Settings(safe_data_dir=root, metrics_enabled=False)
+    registry = build_registry(settings)
+    reader = reader_of(registry["sandbox_fs_read"].spec())
+    reader._inline = False
+    real_read = reader.read_blocking
+
+    def maybe_hung(params: SandboxFSReadParams) -> SandboxFSReadResult:
+        if params.relative_path == "hung.txt":
+            release.wait(30)
+        return real_read(params)
+
+    reader.read_blocking = maybe_hung  # type: ignore[method-assign]  # The hang, injected.
+    guardrails = Guardrails(limiter=ConcurrencyLimiter(4), deadline=0.5)
+    dispatcher = Dispatcher(registry, server_version="0.0.0-test")
+    request_read, request_write = os.pipe()
+    response_read, response_write = os.pipe()
+
+    def client() -> None:
+        with (
+            os.fdopen(request_write, "wb", buffering=0) as requests,
+            os.fdopen(response_read, "rb") as responses,
+        ):
+
+            def send(message: dict[str, Any]) -> None:
+                requests.write(json.dumps(message).encode() + b"\n")
+
+            send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()})
+            send(_read_call(2, "hung.txt"))
+            send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+            send(_read_call(4, "ok.txt"))
+            send(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+            )
+            send(_read_call(5, "hung.txt"))
+            send({"jsonrpc": "2.0", "id": 6, "method": "ping"})
+            # Everything but the hung reads is answered while they still hang.
+            while {1, 3, 4, 5, 6} - {message.get("id") for message in received}:
+                received.append(json.loads(responses.readline()))
+            release.set()
+            requests.close()
+            received.extend(json.loads(line) for line in responses)
+
+    thread = threading.Thread(target=client, name="hung-client")
+    thread.start()
+
+    async def run() -> None:
+        try:
+            await serve(dispatcher, guardrails, in_fd=request_read, out_fd=response_write)
+        finally:
+            await registry.aclose()
+
+    asyncio.run(run())
+    thread.join(30)
+
+
+def _read_call(request_id: int, path: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": TOOL, "arguments": {"relative_path": path}},
+    }
+
+
+@pytest.mark.e2e
+def test_a_hung_file_system_never_stalls_the_session(tmp_path: Path) -> None:
+    (tmp_path / "ok.txt").write_bytes(b"hello\n")
+    (tmp_path / "hung.txt").write_bytes(b"never read in time\n")
+    release = threading.Event()
+    received: list[dict[str, Any]] = []
+    _hung_session(tmp_path, release, received)
+    by_id = {message.get("id"): message for message in received}
+    # Pings are answered, another read completes, the cancelled call gets no response,
+    # and the hung call that is not cancelled meets its deadline, in-band.
+    assert by_id[3]["result"] == {}
+    assert by_id[6]["result"] == {}
+    assert by_id[4]["result"]["structuredContent"]["content"] == "hello\n"
+    assert 2 not in by_id
+    assert problem_of(by_id[5])["code"] == "MCP_EXECUTION_TIMEOUT"
+    assert [message.get("id") for message in received].count(5) == 1

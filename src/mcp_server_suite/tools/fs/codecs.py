@@ -160,46 +160,45 @@ def _index() -> Mapping[str, TextCodec]:
 
 _BY_NAME: Final = _index()
 
-# Names that are codecs in Python but are refused, with the reason a caller is told. Any
-# other name outside the table is simply not an encoding this server reads.
+# Python codecs refused on purpose, by module name, with the reason a caller is told; the
+# standard library's aliases of each are refused with it. Any other name outside the table
+# is simply not an encoding this server reads.
+_REFUSED_MODULES: Final = {
+    "utf_7": "it can turn ASCII text into a bidi override ('+IC4-' is U+202E)",
+    **dict.fromkeys(
+        ("iso2022_jp_2", "iso2022_jp_2004", "iso2022_jp_3", "iso2022_kr"),
+        "its escape sequences can turn ASCII text into a format character (U+00AD)",
+    ),
+    **dict.fromkeys(
+        ("unicode_escape", "raw_unicode_escape"),
+        "it interprets backslash escapes, turning the text '\\u202e' into a real one",
+    ),
+    **dict.fromkeys(("idna", "punycode"), "it decodes domain name labels, not file content"),
+    **dict.fromkeys(
+        (
+            "base64_codec",
+            "bz2_codec",
+            "hex_codec",
+            "quopri_codec",
+            "rot_13",
+            "uu_codec",
+            "zlib_codec",
+        ),
+        "it is a bytes-to-bytes or text-to-text transform, not a text encoding",
+    ),
+}
+
 REFUSED: Final[Mapping[str, str]] = MappingProxyType(
     {
-        **dict.fromkeys(
-            ("utf_7", "u7", "unicode_1_1_utf_7", "csunicode11utf7"),
-            "it can turn ASCII text into a bidi override ('+IC4-' is U+202E)",
-        ),
-        **dict.fromkeys(
-            ("iso2022_jp_2", "iso2022_jp_2004", "iso2022_jp_3", "iso2022_kr"),
-            "its escape sequences can turn ASCII text into a format character (U+00AD)",
-        ),
-        **dict.fromkeys(
-            ("unicode_escape", "raw_unicode_escape"),
-            "it interprets backslash escapes, turning the text '\\u202e' into a real one",
-        ),
-        **dict.fromkeys(("idna", "punycode"), "it decodes domain name labels, not file content"),
-        **dict.fromkeys(
-            (
-                "base64",
-                "base64_codec",
-                "base_64",
-                "bz2",
-                "bz2_codec",
-                "hex",
-                "hex_codec",
-                "quopri",
-                "quopri_codec",
-                "quotedprintable",
-                "quoted_printable",
-                "rot13",
-                "rot_13",
-                "uu",
-                "uu_codec",
-                "zip",
-                "zlib",
-                "zlib_codec",
-            ),
-            "it is a bytes-to-bytes or text-to-text transform, not a text encoding",
-        ),
+        **{
+            _key(alias): _REFUSED_MODULES[module]
+            for alias, module in aliases.aliases.items()
+            if module in _REFUSED_MODULES
+        },
+        **{_key(module): reason for module, reason in _REFUSED_MODULES.items()},
+        # Spellings the alias table lacks but callers use.
+        "rot13": _REFUSED_MODULES["rot_13"],
+        "base64": _REFUSED_MODULES["base64_codec"],
     }
 )
 

@@ -213,7 +213,9 @@ def _decode(codec: TextCodec, body: bytes, *, final: bool) -> tuple[str, int]:
     decoder = codec.decoder()
     try:
         content = decoder.decode(body, final=final)
-    except UnicodeDecodeError:
+    except UnicodeError:
+        # UnicodeDecodeError, and the plain UnicodeError Python's UTF-16 and UTF-32
+        # decoders raise for a stream without a byte order mark.
         raise _Undecodable from None
     pending, _ = decoder.getstate()
     return content, len(body) - len(pending)
