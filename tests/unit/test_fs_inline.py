@@ -88,14 +88,14 @@ def test_accepting_arguments_is_json_mode_validation(
 # --- rendering results ---------------------------------------------------------------------
 
 
-def both_checks(spec: Any, result: Any) -> tuple[Any, Any]:
+def both_checks(spec: Any, result: Any, render: Any = _wire.render) -> tuple[Any, Any]:
     """The full path's check and the inline render of one result: output or refusal each.
 
     A field of the wrong type makes Pydantic warn while it serialises, in both; the warning
     is not what is compared.
     """
     outcomes: list[Any] = []
-    for check in (spec.check_result, _wire.render):
+    for check in (spec.check_result, render):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -121,16 +121,22 @@ def test_rendering_a_read_result_is_the_full_path_check(
     read_spec: Any, path: str, content: str, numbers: tuple[int, int, int], truncated: Any
 ) -> None:
     offset, bytes_read, next_offset = numbers
-    result = SandboxFSReadResult.model_construct(
-        resolved_path=path,
-        content=content,
-        offset=offset,
-        bytes_read=bytes_read,
-        next_offset=next_offset,
-        truncated=truncated,
-    )
+    fields = {
+        "resolved_path": path,
+        "content": content,
+        "offset": offset,
+        "bytes_read": bytes_read,
+        "next_offset": next_offset,
+        "truncated": truncated,
+    }
+    result = SandboxFSReadResult.model_construct(**fields)
     expected, rendered = both_checks(read_spec, result)
     assert rendered == expected
+    # The read's own renderer, from the fields the inline path builds.
+    assert both_checks(read_spec, result, render=lambda _: _wire.render_read(fields)) == (
+        expected,
+        expected,
+    )
 
 
 @given(names=st.lists(texts, max_size=4), size=st.one_of(st.none(), st.integers(-2, 5)))
@@ -177,7 +183,9 @@ def outcome(function: Any, params: SandboxFSReadParams) -> Any:
         result = function(params)
     except ToolFailure as failure:
         return failure.problem.as_dict()
-    return None if result is None else result.model_dump()
+    if result is None or isinstance(result, dict):
+        return result
+    return result.model_dump()
 
 
 paths = st.one_of(
@@ -226,7 +234,7 @@ def test_reading_now_gives_what_reading_in_a_thread_gives(  # noqa: PLR0917 - Hy
 def test_the_common_read_is_answered_inline(tools: FileTools) -> None:
     # The shortcut must actually serve the plain case, or it proves nothing.
     params = SandboxFSReadParams(relative_path="sub/inner.txt")
-    assert tools.reader.read_now(params) == tools.reader.read_blocking(params)
+    assert tools.reader.read_now(params) == tools.reader.read_blocking(params).model_dump()
     output = tools.reader.read_inline({"relative_path": "sub/inner.txt"})
     assert output is not None
     assert output.structured["content"] == "inner\n"
@@ -304,7 +312,7 @@ def test_local_file_systems_are_read_on_the_loop(
     assert reader._in_memory is in_memory
     result = reader.read_now(SandboxFSReadParams(relative_path="f"))
     assert result is not None
-    assert result.content == "x"
+    assert result["content"] == "x"
 
 
 def test_data_not_in_the_page_cache_goes_to_a_worker(

@@ -18,7 +18,7 @@ import ctypes
 import errno
 import os
 import platform
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "RESOLVE_BENEATH",
@@ -73,8 +73,10 @@ _syscall: Final = _libc.syscall
 _syscall.restype = ctypes.c_long
 _syscall.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
 
-# Every lookup uses one of a handful of flag sets: each is built once and kept.
-_hows: dict[tuple[int, int], _OpenHow] = {}
+# Every lookup uses one of a handful of flag sets: each `struct open_how` is built once and
+# kept, with the reference ctypes passes for it.
+_hows: dict[tuple[int, int], tuple[_OpenHow, Any]] = {}
+_HOW_SIZE: Final = ctypes.sizeof(_OpenHow)
 
 
 def openat2(dir_fd: int, path: bytes, flags: int, resolve: int) -> int:
@@ -98,10 +100,11 @@ def openat2(dir_fd: int, path: bytes, flags: int, resolve: int) -> int:
     """
     if _NUMBER is None:
         raise OSError(errno.ENOSYS, "openat2 is not numbered on this architecture")
-    how = _hows.get((flags, resolve))
-    if how is None:
-        how = _hows.setdefault((flags, resolve), _OpenHow(flags, 0, resolve))
-    fd: int = _syscall(_NUMBER, dir_fd, path, ctypes.byref(how), ctypes.sizeof(how))
+    kept = _hows.get((flags, resolve))
+    if kept is None:
+        how = _OpenHow(flags, 0, resolve)
+        kept = _hows.setdefault((flags, resolve), (how, ctypes.byref(how)))
+    fd: int = _syscall(_NUMBER, dir_fd, path, kept[1], _HOW_SIZE)
     if fd < 0:
         error = ctypes.get_errno()
         raise OSError(error, os.strerror(error))

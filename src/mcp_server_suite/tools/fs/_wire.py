@@ -12,13 +12,15 @@ Hypothesis: the same acceptances, the same models, the same output.
 
 import json
 from collections.abc import Mapping
+from json.encoder import encode_basestring as _string
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from mcp_server_suite.core.registry import OutputContractError, ToolOutput
+from mcp_server_suite.schemas.fs import SandboxFSReadResult
 
-__all__ = ["accept", "render"]
+__all__ = ["accept", "render", "render_read"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -34,9 +36,11 @@ def accept(model: type[ModelT], arguments: Mapping[str, Any]) -> ModelT | None:
     to say what was wrong.
     """
     try:
-        return model.model_validate(arguments)
+        # `model_validate` without its wrapper: the model's own validator, in Python mode.
+        validated: ModelT = model.__pydantic_validator__.validate_python(arguments)
     except ValidationError:
         return None
+    return validated
 
 
 def render(result: BaseModel) -> ToolOutput:
@@ -51,3 +55,27 @@ def render(result: BaseModel) -> ToolOutput:
     except ValidationError as exc:
         raise OutputContractError(f"result breaks the {type(result).__name__} contract") from exc
     return ToolOutput(structured, _TEXT.encode(structured))
+
+
+def render_read(fields: dict[str, Any]) -> ToolOutput:
+    """`render` for a read's fields, checked as they are, with the text written directly.
+
+    A read's result is flat (two strings, three integers, a boolean), so its text is written
+    member by member, in the model's order, with JSON's escapes for the strings: the same text
+    `model_dump_json` writes (the tests hold it to that).
+
+    Raises:
+        OutputContractError: The fields break `SandboxFSReadResult`: a bug in the tool.
+    """
+    try:
+        SandboxFSReadResult.__pydantic_validator__.validate_python(fields)
+    except ValidationError as exc:
+        raise OutputContractError("result breaks the SandboxFSReadResult contract") from exc
+    text = (
+        f'{{"resolved_path":{_string(fields["resolved_path"])},'
+        f'"content":{_string(fields["content"])},'
+        f'"offset":{fields["offset"]},"bytes_read":{fields["bytes_read"]},'
+        f'"next_offset":{fields["next_offset"]},'
+        f'"truncated":{"true" if fields["truncated"] else "false"}}}'
+    )
+    return ToolOutput(fields, text)

@@ -21,6 +21,7 @@ Rules:
 
 import codecs
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ class TextCodec:
 
     def decoder(self) -> codecs.IncrementalDecoder:
         """A strict incremental decoder of this codec."""
-        return codecs.getincrementaldecoder(self.name)(errors="strict")
+        return _decoder_class(self.name)(errors="strict")
 
 
 def _all(kind: Kind, names: str) -> list[TextCodec]:
@@ -140,6 +141,12 @@ _TABLE: Final = (
 )
 
 
+@functools.cache
+def _decoder_class(name: str) -> "codecs._IncrementalDecoder":
+    # Only names of the table reach here, so the cache is bounded by the table.
+    return codecs.getincrementaldecoder(name)
+
+
 def _key(name: str) -> str:
     return name.lower().replace("-", "_")
 
@@ -159,6 +166,7 @@ def _index() -> Mapping[str, TextCodec]:
 
 
 _BY_NAME: Final = _index()
+_CANONICAL: Final = MappingProxyType({codec.name: codec for codec in _TABLE})
 
 # Python codecs refused on purpose, by module name, with the reason a caller is told; the
 # standard library's aliases of each are refused with it. Any other name outside the table
@@ -218,6 +226,11 @@ def text_codec(untrusted_name: str) -> TextCodec:
         ValueError: The name is not one of the table's; the message says why when the name
             is a Python codec this server refuses on purpose.
     """
+    # A canonical name (what a validated argument holds) is found as it is; any other
+    # spelling is normalised first, once it has the shape of a name.
+    codec = _CANONICAL.get(untrusted_name)
+    if codec is not None:
+        return codec
     key = _key(untrusted_name) if _NAME_SHAPE.fullmatch(untrusted_name) else ""
     codec = _BY_NAME.get(key)
     if codec is not None:

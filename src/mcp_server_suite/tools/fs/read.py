@@ -210,9 +210,14 @@ def decode_piece(
 
 
 def _decode(codec: TextCodec, body: bytes, *, final: bool) -> tuple[str, int]:
-    decoder = codec.decoder()
     try:
-        content = decoder.decode(body, final=final)
+        if final:
+            # The whole rest of the file: `bytes.decode` is the incremental decoder's final
+            # step without its machinery (the byte order mark, when a codec needs one, was
+            # checked before this).
+            return body.decode(codec.name), len(body)
+        decoder = codec.decoder()
+        content = decoder.decode(body, final=False)
     except UnicodeError:
         # UnicodeDecodeError, and the plain UnicodeError Python's UTF-16 and UTF-32
         # decoders raise for a stream without a byte order mark.
@@ -299,14 +304,15 @@ class FileReader:
                 resolved.close()
         except OSError as exc:
             raise os_failure(exc.errno, subject_of(params.relative_path), TOOL) from None
-        return self._result(params, codec, resolved.path, data, signature)
+        return SandboxFSReadResult(**self._fields(params, codec, resolved.path, data, signature))
 
-    def read_now(self, params: SandboxFSReadParams) -> SandboxFSReadResult | None:
+    def read_now(self, params: SandboxFSReadParams) -> dict[str, Any] | None:
         """Read one piece on the event loop, if that can be done without waiting.
 
         Returns:
-            The result `read_blocking` would give, or None when some step would have to wait
-            (or the piece is larger than `INLINE_MAX_BYTES`): then call `read_blocking`.
+            The fields of the result `read_blocking` would give, not yet checked against the
+            result model, or None when some step would have to wait (or the piece is larger
+            than `INLINE_MAX_BYTES`): then call `read_blocking`.
 
         Raises:
             ToolFailure: As `read_blocking`.
@@ -345,7 +351,7 @@ class FileReader:
             # A piece shorter than the longest mark, of a file that is not: read the mark
             # in a worker thread.
             return None
-        return self._result(params, codec, resolved.path, data, data[:_SIGNATURE_BYTES])
+        return self._fields(params, codec, resolved.path, data, data[:_SIGNATURE_BYTES])
 
     def _codec(self, params: SandboxFSReadParams) -> TextCodec:
         codec = text_codec(params.encoding)
@@ -409,15 +415,19 @@ class FileReader:
             raise
         return bytes(view[:read])
 
-    def _result(
+    def _fields(
         self,
         params: SandboxFSReadParams,
         codec: TextCodec,
         resolved_path: str,
         data: bytes,
         signature: bytes,
-    ) -> SandboxFSReadResult:
-        budget = MAX_RESPONSE_BYTES - _ENVELOPE_BYTES - wire_cost(resolved_path)
+    ) -> dict[str, Any]:
+        """The result's fields, as JSON data, not yet checked against the result model."""
+        # The path is in the response twice too; its cost is bounded by its length (a
+        # character costs at most MAX_WIRE_BYTES_PER_CHAR), which spares computing it exactly
+        # for every read, and gives away at most 2% of the budget for the longest path.
+        budget = MAX_RESPONSE_BYTES - _ENVELOPE_BYTES - len(resolved_path) * MAX_WIRE_BYTES_PER_CHAR
         try:
             piece = decode_piece(
                 data,
@@ -442,14 +452,14 @@ class FileReader:
                 f"unknown: name {codec.name}-le or {codec.name}-be",
                 field="encoding",
             ) from None
-        return SandboxFSReadResult(
-            resolved_path=resolved_path,
-            content=piece.content,
-            offset=piece.start,
-            bytes_read=piece.bytes_read,
-            next_offset=piece.start + piece.bytes_read,
-            truncated=piece.truncated,
-        )
+        return {
+            "resolved_path": resolved_path,
+            "content": piece.content,
+            "offset": piece.start,
+            "bytes_read": piece.bytes_read,
+            "next_offset": piece.start + piece.bytes_read,
+            "truncated": piece.truncated,
+        }
 
     def read_inline(self, arguments: Mapping[str, Any]) -> ToolOutput | None:
         """The tool's `run_inline`: the whole call, answered at once when nothing must wait.
@@ -461,10 +471,10 @@ class FileReader:
         params = _wire.accept(SandboxFSReadParams, arguments)
         if params is None:
             return None
-        result = self.read_now(params)
-        if result is None:
+        fields = self.read_now(params)
+        if fields is None:
             return None
-        return _wire.render(result)
+        return _wire.render_read(fields)
 
 
 def build_read_tool(
