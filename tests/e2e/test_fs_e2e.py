@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -349,3 +350,142 @@ def test_a_hung_file_system_never_stalls_the_session(tmp_path: Path) -> None:
     assert 2 not in by_id
     assert problem_of(by_id[5])["code"] == "MCP_EXECUTION_TIMEOUT"
     assert [message.get("id") for message in received].count(5) == 1
+
+
+# --- the walk, chosen by the server itself under a seccomp filter ---------------------------
+
+# A launcher that installs a seccomp filter refusing openat2 with the given errno, as older
+# container runtimes' default profiles do (EPERM) or a kernel without the call would
+# (ENOSYS), then runs the server in the same process.
+SECCOMP_LAUNCHER = """
+import ctypes, errno, os, platform, struct, sys
+ARCHES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+OPENAT2 = 437
+ALLOW, ERRNO = 0x7FFF0000, 0x00050000
+def op(code, jt, jf, k):
+    return struct.pack("HBBI", code, jt, jf, k)
+LD_W_ABS, JEQ_K, RET_K = 0x20, 0x15, 0x06
+program = b"".join([
+    op(LD_W_ABS, 0, 0, 4),
+    op(JEQ_K, 0, 3, ARCHES[platform.machine()]),
+    op(LD_W_ABS, 0, 0, 0),
+    op(JEQ_K, 0, 1, OPENAT2),
+    op(RET_K, 0, 0, ERRNO | getattr(errno, sys.argv[1])),
+    op(RET_K, 0, 0, ALLOW),
+])
+buffer = ctypes.create_string_buffer(program)
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fprog = Program(len(program) // 8, ctypes.addressof(buffer))
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0):
+    raise OSError(ctypes.get_errno(), "seccomp")
+sys.argv = ["mcp-server-suite"]
+from mcp_server_suite.__main__ import main
+sys.exit(main())
+"""
+
+# Answers to compare between the kernel's resolver and the walk the filter forces.
+COMPARED_PATHS = [
+    "ok.txt",
+    "link_in",
+    "link_in_dir/deeper/../inner.txt",
+    "link_out",
+    "link_dir_out/../root/ok.txt",
+    "../outside/secret.txt",
+    "loop_a",
+    "fifo",
+    "null_dev",
+    "sub",
+    "ok.txt/",
+    "missing",
+    "{ROOT}/ok.txt",
+]
+
+
+def _answers(server: ServerProcess, tree: FSTree) -> list[Any]:
+    answers = []
+    for path in COMPARED_PATHS:
+        result = server.call_tool(TOOL, {"relative_path": tree.expand(path)})["result"]
+        answers.append(result["content"][0]["text"])
+    return answers
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("refusal", ["EPERM", "ENOSYS"])
+def test_a_seccomp_filter_that_refuses_openat2_makes_the_server_walk(
+    tree: FSTree, refusal: str
+) -> None:
+    with running_server(fs_environment(tree.root)) as server:
+        server.initialize()
+        expected = _answers(server, tree)
+    command = [sys.executable, "-c", SECCOMP_LAUNCHER, refusal]
+    with running_server(fs_environment(tree.root), command=command) as walked:
+        walked.initialize()
+        assert _answers(walked, tree) == expected
+        reason = {"EPERM": "a seccomp filter refuses openat2", "ENOSYS": "the kernel has no"}
+        walked.wait_for_stderr(reason[refusal])
+        walked.wait_for_stderr("paths are resolved by the O_NOFOLLOW walk")
+
+
+# --- memory, with the largest reads in flight -----------------------------------------------
+
+# A172: one read of 1 MiB of NUL bytes, with max_bytes 1 MiB, made a 13.6 MB response; the
+# corpus bounds the server at the container profile's 256 MiB. One read now peaks near
+# 50 MiB (74 MiB on main), with a response under 4 MiB.
+ONE_READ_BOUND_MIB = 64
+
+# Sixteen of them in flight peaked at 743 MiB on main (809 MiB measured here). Each response
+# is now under 4 MiB, but all sixteen are held by the session until the client has read
+# them: the output side, which the protocol's own bound on waiting responses limits. The
+# reads themselves stay near 4 MiB each.
+SIXTEEN_READS_BOUND_MIB = 320
+
+
+def _largest_reads(root: Path, count: int) -> tuple[list[bytes], float]:
+    with running_server(fs_environment(root), dev_mode=False) as server:
+        # Without -X dev, whose debug allocator keeps freed memory poisoned and counted.
+        server.initialize()
+        arguments = {"relative_path": "nul.bin", "max_bytes": 1024 * 1024}
+        for index in range(count):
+            server.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": index,
+                    "method": "tools/call",
+                    "params": {"name": TOOL, "arguments": arguments},
+                }
+            )
+        lines = [server.recv_line(timeout=60) for _ in range(count)]
+        return lines, server.status_kib("VmHWM") / 1024
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("count", "bound"), [(1, ONE_READ_BOUND_MIB), (IN_FLIGHT, SIXTEEN_READS_BOUND_MIB)]
+)
+def test_the_largest_reads_stay_bounded(tmp_path: Path, count: int, bound: int) -> None:
+    (tmp_path / "nul.bin").write_bytes(b"\x00" * 1024 * 1024)
+    lines, peak = _largest_reads(tmp_path, count)
+    assert all(len(line) + 1 <= 4 * 1024 * 1024 for line in lines)
+    assert all(json.loads(line)["result"]["structuredContent"]["truncated"] for line in lines)
+    assert peak <= bound, peak
+
+
+# --- the listing, over the wire -------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_the_listing_is_served_beside_the_read(server: ServerProcess, tree: FSTree) -> None:
+    tools = {tool["name"]: tool for tool in server.request("tools/list")["result"]["tools"]}
+    assert set(tools) == {TOOL, "sandbox_fs_list"}
+    assert "required" not in tools["sandbox_fs_list"]["inputSchema"]
+    result = server.call_tool("sandbox_fs_list", {"relative_path": "sub"})["result"]
+    assert result["isError"] is False
+    assert [entry["name"] for entry in result["structuredContent"]["entries"]] == [
+        "deeper",
+        "inner.txt",
+    ]
+    refused = server.call_tool("sandbox_fs_list", {"relative_path": "../outside"})
+    assert problem_of(refused)["detail"] == "'../outside' resolves outside the sandbox"
+    assert_no_host_path(json.dumps(refused), tree)

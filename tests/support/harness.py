@@ -76,6 +76,8 @@ class ServerProcess:
         env: Variables added to the minimal environment.
         args: Extra command-line arguments.
         dev_mode: Run under `python -X dev` (asyncio debug, resource warnings).
+        command: Run this command line instead of the server's own (a launcher that prepares
+            the process, then runs the server in it).
     """
 
     def __init__(
@@ -86,11 +88,13 @@ class ServerProcess:
         dev_mode: bool = True,
         stdin: int | None = subprocess.PIPE,
         stdout: int | None = subprocess.PIPE,
+        command: list[str] | None = None,
     ) -> None:
-        command = [sys.executable]
-        if dev_mode:
-            command += ["-X", "dev"]
-        command += ["-m", "mcp_server_suite", *args]
+        if command is None:
+            command = [sys.executable]
+            if dev_mode:
+                command += ["-X", "dev"]
+            command += ["-m", "mcp_server_suite", *args]
         self.process = subprocess.Popen(
             command,
             stdin=stdin,

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from mcp_server_suite.config import ConfigError, Settings
@@ -1010,3 +1012,17 @@ def test_full_path_reads_in_a_worker_thread(tools: FileTools) -> None:
 def test_result_text_is_the_structured_json(tools: FileTools) -> None:
     output = asyncio.run(_full_output(tools.read, {"relative_path": "ok.txt"}))
     assert json.loads(output.text) == output.structured
+
+
+@given(text=st.text(max_size=40), slice_chars=st.integers(1, 8))
+def test_the_wire_cost_counted_in_slices_is_the_cost_of_the_whole(
+    text: str, slice_chars: int
+) -> None:
+    ascii_json, text_json = (
+        json.JSONEncoder(ensure_ascii=True),
+        json.JSONEncoder(ensure_ascii=False),
+    )
+    whole = len(ascii_json.encode(text)) + len(ascii_json.encode(text_json.encode(text)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(read_module, "_COST_SLICE_CHARS", slice_chars)
+        assert read_module.wire_cost(text) == whole

@@ -96,6 +96,10 @@ _SIGNATURE_BYTES: Final = 4
 
 _READ_FLAGS: Final = os.O_RDONLY
 
+# Characters escaped at once when a piece's wire cost is counted: 64 Ki characters escape
+# to well under 2 MB even in the worst case, whatever the size of the piece.
+_COST_SLICE_CHARS: Final = 64 * 1024
+
 # JSON as the wire writes it (ASCII, the structured copy) and as a text block holds it (the
 # text copy, which the wire then escapes once more).
 _ASCII_JSON: Final = json.JSONEncoder(ensure_ascii=True)
@@ -105,9 +109,18 @@ _TEXT_JSON: Final = json.JSONEncoder(ensure_ascii=False)
 def wire_cost(text: str) -> int:
     """The bytes `text` takes on the wire as content: in `structuredContent` and in the text.
 
-    Escaping is per character, so the cost of a concatenation is the sum of the costs.
+    Escaping is per character, so the cost of a concatenation is the sum of the costs, and it
+    is counted a slice at a time: escaping a whole mebibyte of NUL characters at once would
+    hold some 20 MB for a moment, per read in flight.
     """
-    return len(_ASCII_JSON.encode(text)) + len(_ASCII_JSON.encode(_TEXT_JSON.encode(text)))
+    # Each copy's quotes, counted once: '""' in one, '"\\"\\""' in the other.
+    quotes = 8
+    cost = quotes
+    for start in range(0, len(text), _COST_SLICE_CHARS):
+        piece = text[start : start + _COST_SLICE_CHARS]
+        cost += len(_ASCII_JSON.encode(piece)) + len(_ASCII_JSON.encode(_TEXT_JSON.encode(piece)))
+        cost -= quotes
+    return cost
 
 
 @dataclass(frozen=True, slots=True)
