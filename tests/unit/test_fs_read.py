@@ -1026,3 +1026,33 @@ def test_the_wire_cost_counted_in_slices_is_the_cost_of_the_whole(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(read_module, "_COST_SLICE_CHARS", slice_chars)
         assert read_module.wire_cost(text) == whole
+
+
+@pytest.mark.root
+def test_no_oracle_for_an_unprivileged_server(tmp_path: Path, mode: str) -> None:
+    # On main, as an unprivileged uid, /proc/1/cwd/x said "permission denied" where
+    # /proc/999999/cwd/x said "outside": what exists outside showed through. Every route out
+    # now gets one answer, from the first step that would leave the root.
+    (tmp_path / "ok.txt").write_bytes(b"hello\n")
+    (tmp_path / "p1").symlink_to("/proc/1/cwd")
+    (tmp_path / "p9").symlink_to("/proc/999999/cwd")
+    (tmp_path / "up1").symlink_to("../../../../../../../proc/1/cwd")
+    os.chmod(tmp_path, 0o755)  # noqa: S103 - the unprivileged child must traverse the root
+    with file_tools(tmp_path, mode) as tools:
+
+        def details() -> list[str]:
+            found = []
+            for path in ("/proc/1/cwd/x", "/proc/999999/cwd/x", "p1/x", "p9/x", "up1/x"):
+                answer = call(tools.read, {"relative_path": path})
+                assert isinstance(answer, Problem)
+                found.append(f"{answer.code.value}: {answer.detail}")
+            return found
+
+        seen = as_nobody(details)
+    assert seen == [
+        f"MCP_ACCESS_DENIED: The absolute path {OUTSIDE}",
+        f"MCP_ACCESS_DENIED: The absolute path {OUTSIDE}",
+        f"MCP_ACCESS_DENIED: 'p1/x' {OUTSIDE}",
+        f"MCP_ACCESS_DENIED: 'p9/x' {OUTSIDE}",
+        f"MCP_ACCESS_DENIED: 'up1/x' {OUTSIDE}",
+    ]
