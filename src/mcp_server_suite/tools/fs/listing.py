@@ -61,20 +61,28 @@ def _modified(status: os.stat_result) -> str:
     return moment.isoformat()
 
 
-def _named(scanned: Iterator[os.DirEntry[str]], counts: list[int]) -> Iterator[str]:
-    # The names of the first MAX_SCANNED_ENTRIES entries that are valid UTF-8; counts[0]
-    # gets the others, counts[1] whether the scan stopped early.
-    for index, entry in enumerate(scanned):
-        if index == MAX_SCANNED_ENTRIES:
-            counts[1] = 1
-            return
-        name = entry.name
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            counts[0] += 1
-            continue
-        yield name
+class _Scan:
+    """One pass over a directory: the names that can be listed, and what was left out."""
+
+    def __init__(self) -> None:
+        self.unnamed = 0
+        self.stopped_early = False
+
+    def names(self, scanned: Iterator[os.DirEntry[str]]) -> Iterator[str]:
+        """The valid UTF-8 names among the first MAX_SCANNED_ENTRIES entries."""
+        for index, entry in enumerate(scanned):
+            if index == MAX_SCANNED_ENTRIES:
+                self.stopped_early = True
+                return
+            name = entry.name
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                # os.scandir decodes with surrogateescape: a lone surrogate marks a byte
+                # that is not UTF-8.
+                self.unnamed += 1
+                continue
+            yield name
 
 
 class DirectoryLister:
@@ -125,18 +133,19 @@ class DirectoryLister:
 
     def _listing(self, root_fd: int, directory: Resolved, limit: int) -> SandboxFSListResult:
         fd = self._resolver.reopen(directory, _DIRECTORY_FLAGS)
+        scan = _Scan()
         try:
-            counts = [0, 0]
             with os.scandir(fd) as scanned:
-                names = heapq.nsmallest(limit + 1, _named(scanned, counts))
+                # The first names in order, without holding every name of a large directory.
+                names = heapq.nsmallest(limit + 1, scan.names(scanned))
         finally:
             os.close(fd)
         entries = [self._entry(root_fd, directory, name) for name in names[:limit]]
         return SandboxFSListResult(
             resolved_path=directory.path,
             entries=entries,
-            truncated=len(names) > limit or counts[1] == 1,
-            unnamed_entries=counts[0],
+            truncated=len(names) > limit or scan.stopped_early,
+            unnamed_entries=scan.unnamed,
         )
 
     def _entry(self, root_fd: int, directory: Resolved, name: str) -> SandboxFSEntry:

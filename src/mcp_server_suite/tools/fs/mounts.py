@@ -43,8 +43,8 @@ INLINE_FILESYSTEMS: Final = frozenset(
     }
 )
 
-# File systems whose data always sits in memory: `RWF_NOWAIT` is not supported on every
-# kernel there (tmpfs refuses it before Linux 6.6), and not needed.
+# File systems whose data always sits in memory: `RWF_NOWAIT` is not needed there, and tmpfs
+# refuses it (EOPNOTSUPP, on Linux 6.18 still).
 MEMORY_FILESYSTEMS: Final = frozenset({"tmpfs", "ramfs"})
 
 # fdinfo and mountinfo are a few hundred bytes per line; 64 KiB reads take a file in a few
