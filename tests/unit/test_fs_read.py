@@ -977,9 +977,12 @@ def test_registry_serves_both_tools_over_one_root(tree: FSTree) -> None:
         assert inputs["properties"]["max_bytes"]["maximum"] == MAX_MAX_BYTES
         assert inputs["additionalProperties"] is False
         assert set(outputs["properties"]) == set(SandboxFSReadResult.model_fields)
+        listing = call(registry["sandbox_fs_list"].spec(), {"relative_path": "sub"})
+        assert isinstance(listing, dict)
+        assert [entry["name"] for entry in listing["entries"]] == ["deeper", "inner.txt"]
     finally:
         asyncio.run(registry.aclose())
-    # One tool was loaded and closed, the other released unloaded: the root is closed.
+    # Both tools were loaded and closed, each releasing its hold: the root is closed.
     assert open_descriptors() == before
 
 

@@ -74,8 +74,9 @@ DESCRIPTION: Final = (
 )
 
 # The most bytes one response may take, whatever the file holds: four times the largest
-# request frame, which holds a 1 MiB read of plain text with room to spare, and keeps 16
-# reads in flight within 64 MiB.
+# request frame, which holds a 1 MiB read of plain text with room to spare (plain text costs
+# two bytes a character, one per copy), and keeps 16 responses waiting to be written within
+# 64 MiB.
 MAX_RESPONSE_BYTES: Final = 4 * 1024 * 1024
 
 # What a response holds besides the content and the resolved path, at most: the envelope's

@@ -12,8 +12,9 @@ Rules:
    `RESOLVE_NO_MAGICLINKS` and, unless cross-mount reads are enabled, `RESOLVE_NO_XDEV`.
    Symbolic links are followed as the kernel always follows them: at most 40 per lookup, a
    trailing `/` after a file is `ENOTDIR`, and so on.
-3. Where `openat2` is missing (`ENOSYS`) or refused (`EPERM`, a seccomp filter), and for
-   paths too long for one system call (`PATH_MAX`), a walk in Python gives the same
+3. Where `openat2` is missing (`ENOSYS`) or refused (`EPERM`, a seccomp filter), for paths
+   too long for one system call (`PATH_MAX`), and where `/proc` is not mounted (the walk
+   keeps the leaf's directory, to reopen it by name), a walk in Python gives the same
    answers: one component at a time with `O_PATH | O_NOFOLLOW` from the directory before,
    `..` by going back to a directory it already holds (never by opening `..`), symbolic
    links read and followed here with the kernel's rules (the count of 40, `protected_symlinks`,
