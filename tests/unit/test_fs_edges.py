@@ -156,6 +156,7 @@ def test_without_mount_ids_the_same_device_is_beneath_the_root(root: Path) -> No
         opened.close()
 
 
+@pytest.mark.root
 def test_a_link_owned_by_another_user_outside_a_sticky_directory_is_followed(root: Path) -> None:
     (root / "theirs").symlink_to("ok.txt")
     os.lchown(root / "theirs", 65534, 65534)

@@ -93,7 +93,9 @@ def test_the_root_is_listed_by_name_with_types(tools: FileTools, tree: FSTree) -
     assert answer["resolved_path"] == "."
     assert (answer["truncated"], answer["unnamed_entries"]) == (False, 0)
     names = [entry["name"] for entry in answer["entries"]]
-    assert names == sorted(TYPES)
+    # Every entry the fixture made (an unprivileged build cannot make the device node).
+    assert names == sorted(os.listdir(tree.root))
+    assert set(names) <= set(TYPES)
     for entry in answer["entries"]:
         assert entry["type"] == TYPES[entry["name"]], entry
         status = os.lstat(tree.root / entry["name"])
@@ -121,16 +123,17 @@ def test_no_outside_name_or_target_appears(tools: FileTools, tree: FSTree) -> No
         ("sub/deeper", "sub/deeper", ["d.txt"]),
         ("dir_only", "dir_only", []),
         ("{ROOT}/sub", "sub", ["deeper", "inner.txt"]),
-        (".", ".", sorted(TYPES)),
-        ("./", ".", sorted(TYPES)),
+        (".", ".", None),
+        ("./", ".", None),
     ],
 )
 def test_directories_beneath_the_root(
-    tools: FileTools, tree: FSTree, path: str, resolved: str, names: list[str]
+    tools: FileTools, tree: FSTree, path: str, resolved: str, names: list[str] | None
 ) -> None:
     answer = listed(tools, relative_path=tree.expand(path))
     assert answer["resolved_path"] == resolved
-    assert [entry["name"] for entry in answer["entries"]] == names
+    expected = sorted(os.listdir(tree.root)) if names is None else names
+    assert [entry["name"] for entry in answer["entries"]] == expected
 
 
 @pytest.mark.parametrize(
@@ -160,11 +163,16 @@ def test_what_is_not_a_directory_beneath_the_root(
     assert str(tree.base) not in answer.as_text()
 
 
+def tools_root(tools: FileTools) -> str:
+    return tools.reader._root.path
+
+
 def test_at_most_max_entries_are_listed_the_first_by_name(tools: FileTools) -> None:
     answer = listed(tools, max_entries=3)
-    assert [entry["name"] for entry in answer["entries"]] == sorted(TYPES)[:3]
+    everything = sorted(os.listdir(tools_root(tools)))
+    assert [entry["name"] for entry in answer["entries"]] == everything[:3]
     assert answer["truncated"] is True
-    exact = listed(tools, max_entries=len(TYPES))
+    exact = listed(tools, max_entries=len(everything))
     assert exact["truncated"] is False
 
 

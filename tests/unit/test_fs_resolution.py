@@ -305,6 +305,7 @@ def test_links_count_and_end_as_the_kernel_says(
         assert answer["content"] == expected
 
 
+@pytest.mark.root
 def test_the_walk_mirrors_protected_symlinks(tmp_path: Path) -> None:
     # fs.protected_symlinks: in a sticky, world-writable directory, the kernel follows a
     # link only for its owner or the directory's. The sysctl is off on this host (and global,
