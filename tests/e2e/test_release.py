@@ -67,7 +67,7 @@ def test_the_wheel_installs_into_a_fresh_environment_and_serves(dist: Path) -> N
         "ok: the wheel and the sdist hold the package, its data and its metadata",
         "ok: installed into a fresh virtual environment (lock)",
         "ok: mcp-server-suite 0.1.0 answers a session from the fresh environment "
-        "(tools: ['sandbox_fs_read', 'system_metrics'])",
+        "(tools: ['sandbox_fs_read', 'sandbox_fs_list', 'system_metrics'])",
     ]
 
 

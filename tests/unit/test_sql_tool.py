@@ -361,8 +361,9 @@ _SCHEMAS = st.from_regex(r"[a-oq-z][a-z0-9_]{0,10}", fullmatch=True)
 
 @given(name=_NAMES, schema=_SCHEMAS)
 def test_a_builtin_name_qualified_with_another_schema_is_refused(name: str, schema: str) -> None:
-    # Any planted overload reached by qualifying a built-in's name with its schema.
-    failure = refusal(f"SELECT {schema}.{name}(1)")
+    # Any planted overload reached by qualifying a built-in's name with its schema. The schema
+    # is quoted, so that one spelled like a reserved word ("on") is a schema, not a syntax error.
+    failure = refusal(f'SELECT "{schema}".{name}(1)')
     assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
 
 
