@@ -3,8 +3,9 @@
 `python -m mcp_server_suite` and the `mcp-server-suite` console script both land in `main`.
 Logging goes to stderr; the protocol streams are claimed before the session starts, so
 nothing else in the process can write to stdout. Start-up imports only what answering the
-handshake needs: the event loop and the guardrails load once `initialize` is answered, and
-each tool's implementation on its first call.
+handshake needs: the event loop and the guardrails load once `initialize` (or the first
+2026-07-28 request other than `server/discover`) is answered, or at the first call, and each
+tool's implementation on its first call.
 """
 
 import logging
@@ -25,7 +26,7 @@ from mcp_server_suite.config import ConfigError, Settings, unknown_variables
 from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.registry import ToolRegistry
 from mcp_server_suite.core.server import Dispatcher
-from mcp_server_suite.core.stdio import StopSignals, answer_handshake, claim_stdio
+from mcp_server_suite.core.stdio import Handover, StopSignals, answer_handshake, claim_stdio
 from mcp_server_suite.tools import build_registry
 
 __all__ = ["main"]
@@ -76,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     framer = LineFramer()
     logger.info("serving %s", ", ".join(registry) or "no tools")
     stop = StopSignals()
-    if answer_handshake(dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd):
+    handover = answer_handshake(dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd)
+    if handover is not None:
         _run_session(
             settings,
             registry,
@@ -84,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             framer,
             stop,
             audit_sink=audit_sink,
+            handover=handover,
             in_fd=in_fd,
             out_fd=out_fd,
         )
@@ -118,11 +121,13 @@ def _run_session(
     stop: StopSignals,
     *,
     audit_sink: AuditSink | None,
+    handover: Handover,
     in_fd: int,
     out_fd: int,
 ) -> None:
-    # Imported here, after the handshake: the client already has its answer while the event
-    # loop, the limiter, the deadline and the audit records load.
+    # Imported here, after the handshake or the first stateless answer: the client already
+    # has its answer while the event loop, the limiter, the deadline and the audit records
+    # load.
     import asyncio  # noqa: PLC0415
 
     from mcp_server_suite.audit.trail import AuditTrail  # noqa: PLC0415
@@ -155,6 +160,7 @@ def _run_session(
                 framer=framer,
                 stop=stop,
                 audit=audit,
+                handover=handover,
             )
         finally:
             audit.close()

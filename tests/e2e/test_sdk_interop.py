@@ -115,10 +115,9 @@ async def _client_session_flow(errlog: Any) -> dict[str, float]:
         stdio_client(server_parameters(), errlog=errlog) as (read, write),
         ClientSession(read, write) as session,
     ):
-        # What a 2.x client does first: probe the modern era, fall back to the handshake.
-        with pytest.raises(MCPError) as probe:
-            await session.discover()
-        assert probe.value.code == sdk_jsonrpc.METHOD_NOT_FOUND
+        # A probe is answered and leaves the era open, so the handshake still works after it.
+        probe = await session.send_discover("2026-07-28")
+        assert probe["supportedVersions"] == ["2026-07-28"]
         init = await session.initialize()
         timings["connect"] = time.monotonic() - started
         assert init.protocol_version == "2025-11-25"
@@ -127,12 +126,12 @@ async def _client_session_flow(errlog: Any) -> dict[str, float]:
         assert init.capabilities.tools is not None
         assert session.protocol_version == "2025-11-25"
 
-        # A probe on a warm server is one round trip.
+        # A probe on a warm server is one round trip; the session is legacy now.
         probe_started = time.monotonic()
         with pytest.raises(MCPError) as again:
             await session.send_discover("2026-07-28")
         timings["probe"] = time.monotonic() - probe_started
-        assert again.value.code == sdk_jsonrpc.METHOD_NOT_FOUND
+        assert again.value.code == sdk_jsonrpc.INVALID_REQUEST
 
         await session.send_ping()
         listing = await session.list_tools()
@@ -185,7 +184,7 @@ async def _high_level_client_flow(errlog: Any) -> float:
     # mode="auto" (the default) is the probe-then-fallback policy of 2.x clients.
     async with Client(server_parameters(), mode="auto") as client:
         connected = time.monotonic() - started
-        assert client.protocol_version == "2025-11-25"
+        assert client.protocol_version == "2026-07-28"
         assert client.server_info is not None
         assert client.server_info.name == SERVER_NAME
         tools = await client.list_tools()
@@ -384,7 +383,8 @@ def test_the_schema_checks_catch_a_member_of_a_later_revision() -> None:
 
 
 def test_schema_copies_are_the_four_handshake_revisions() -> None:
-    assert sorted(path.stem for path in SCHEMA_DIR.glob("*.json")) == sorted(HANDSHAKE_VERSIONS)
+    copies = sorted(path.stem for path in SCHEMA_DIR.glob("*.json"))
+    assert copies == sorted((*HANDSHAKE_VERSIONS, "2026-07-28"))
     for version in HANDSHAKE_VERSIONS:
         defs = definitions(version)
         assert {"InitializeResult", "CallToolResult", "Tool"} <= set(defs)

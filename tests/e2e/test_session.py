@@ -222,15 +222,17 @@ def test_lifecycle_before_and_after_initialize() -> None:
             error = server.request(method, params)["error"]
             assert error["code"] == -32600
             assert "initialize" in error["message"]
-        # An unknown method is -32601 at any time, at once: newer clients probe with
-        # server/discover and wait for the answer before they fall back to initialize.
+        # The ping opened a legacy session, so a 2026-07-28 probe is refused at once, and a
+        # method the era lacks is -32601 at once: a client never waits for its fallback.
         started = time.monotonic()
         discover = server.request(
             "server/discover",
             {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
         )
         assert time.monotonic() - started < 2.0  # the SDK's probe timeout is 10 s
-        assert discover["error"]["code"] == -32601
+        assert discover["error"]["code"] == -32600
+        assert "handshake era" in discover["error"]["message"]
+        assert server.request("server/discover")["error"]["code"] == -32601
         # Notifications before initialize, known or not, are never answered.
         server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         server.send({"jsonrpc": "2.0", "method": "notifications/whatever", "params": {}})

@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mcp_server_suite import __version__
 from mcp_server_suite.config import Settings
+from mcp_server_suite.core import methods
 from mcp_server_suite.core.jsonrpc import encode
-from mcp_server_suite.core.registry import ToolRegistry, ToolSpec
-from mcp_server_suite.core.server import Dispatcher
+from mcp_server_suite.core.registry import ToolSpec
+from mcp_server_suite.core.server import Send
+from mcp_server_suite.core.versions import REVISIONS, ProtocolRevision
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.schemas.errors import ToolFailure
@@ -119,24 +122,23 @@ def response_bytes(result: dict[str, Any], text: str) -> int:
     """The size of the `tools/call` response the server writes for this result.
 
     The request id is the longest the protocol guard accepts, of characters outside the BMP,
-    each escaped as a surrogate pair: the largest envelope a read can get.
+    each escaped as a surrogate pair, and the revision is the one whose envelope is largest
+    (2026-07-28 adds `resultType` and the server's `_meta`): the largest envelope a read can
+    get.
     """
-    dispatcher = Dispatcher(ToolRegistry([]), server_version="0")
-    dispatcher.handle_frame(
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            }
-        ).encode()
+    identity = methods.ServerIdentity(__version__)
+    return max(
+        len(encode(_reply(revision, identity, result, text).message))
+        for revision in REVISIONS.values()
     )
-    return len(encode(dispatcher.call_succeeded("\U0001f600" * 256, result, text).message))
+
+
+def _reply(
+    revision: ProtocolRevision, identity: methods.ServerIdentity, result: dict[str, Any], text: str
+) -> Send:
+    # The reply to a call with the longest request id, shaped as the dispatcher shapes it.
+    body = methods.call_succeeded_result(result, text, revision)
+    return methods.result("\U0001f600" * 256, methods.complete(body, revision, identity))
 
 
 def _keep_dumpable() -> None:

@@ -1,4 +1,7 @@
-"""The dispatcher: lifecycle, method table, per-revision shaping and the call lifecycle."""
+"""The dispatcher in the legacy era: lifecycle, method table, per-revision shaping, calls.
+
+The 2026-07-28 era, and how a session chooses its era, are tested in `test_modern.py`.
+"""
 
 import json
 from typing import Any
@@ -17,7 +20,13 @@ from mcp_server_suite.core.server import (
     SessionState,
     StartCall,
 )
-from mcp_server_suite.core.versions import LATEST, SUPPORTED_VERSIONS, negotiate
+from mcp_server_suite.core.versions import (
+    LATEST,
+    REVISIONS,
+    SUPPORTED_VERSIONS,
+    Era,
+    negotiate,
+)
 from mcp_server_suite.schemas.base import StrictModel
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
 
@@ -42,6 +51,9 @@ ECHO = ToolSpec(
     result_model=EchoResult,
     run=echo,
 )
+
+
+LEGACY_VERSIONS = tuple(v for v in SUPPORTED_VERSIONS if REVISIONS[v].era is Era.LEGACY)
 
 
 def frame(message: dict[str, Any]) -> bytes:
@@ -109,7 +121,11 @@ def test_unknown_methods_are_answered_at_once_in_any_state(
     assert error_of(dispatcher.handle_frame(request("v", method))) == ("v", -32601)
 
 
-@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_the_legacy_versions_are_the_four_handshake_revisions() -> None:
+    assert LEGACY_VERSIONS == ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+
+@pytest.mark.parametrize("version", LEGACY_VERSIONS)
 def test_supported_versions_are_echoed(dispatcher: Dispatcher, version: str) -> None:
     result = sent(dispatcher.handle_frame(request(0, "initialize", init_params(version))))["result"]
     assert result["protocolVersion"] == version
@@ -121,8 +137,11 @@ def test_supported_versions_are_echoed(dispatcher: Dispatcher, version: str) -> 
     assert dispatcher.state is SessionState.READY
 
 
-@pytest.mark.parametrize("version", ["1999-01-01", "2026-07-28", "DRAFT-2026-v1", ""])
+@pytest.mark.parametrize(
+    "version", ["1999-01-01", "2026-07-28", "DRAFT-2026-v1", "", "x" * 65, "2025-11-25" * 1000]
+)
 def test_unsupported_versions_get_the_latest(dispatcher: Dispatcher, version: str) -> None:
+    # Any string, however long, is answered with the negotiated version, never refused.
     result = sent(dispatcher.handle_frame(request(0, "initialize", init_params(version))))["result"]
     assert result["protocolVersion"] == LATEST.version == "2025-11-25"
 
@@ -148,19 +167,19 @@ def test_initialize_only_once(ready: Dispatcher) -> None:
         {"protocolVersion": "2025-11-25", "clientInfo": {"name": "t", "version": "1"}},
         {"protocolVersion": "2025-11-25", "capabilities": {}},
         {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}},
-        {
-            "protocolVersion": "x" * 65,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
+        {"protocolVersion": None, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        {"protocolVersion": "2025-11-25", "capabilities": [], "clientInfo": "t"},
         [1, 2],
     ],
 )
 def test_invalid_initialize_params(dispatcher: Dispatcher, params: object) -> None:
     message = sent(dispatcher.handle_frame(request(3, "initialize", params)))
     assert message["error"]["code"] == -32602
-    assert message["error"]["data"]["code"] == "MCP_VALIDATION_ERROR"
-    assert dispatcher.state is SessionState.AWAITING_INIT
+    assert message["error"]["data"]["code"] == "MCP_INVALID_PARAMS"
+    assert message["error"]["data"]["title"] == "Invalid request parameters"
+    # Still not initialized (array params are refused before the era is even chosen).
+    assert dispatcher.revision is None
+    assert dispatcher.state in {SessionState.AWAITING_INIT, SessionState.OPENING}
 
 
 def test_initialize_tolerates_newer_client_members(dispatcher: Dispatcher) -> None:
@@ -211,15 +230,28 @@ def test_tool_shape_with_output_schema(version: str) -> None:
     assert tool["outputSchema"]["properties"] == {"text": {"title": "Text", "type": "string"}}
 
 
-def test_tools_list_refuses_a_cursor(ready: Dispatcher) -> None:
-    message = sent(ready.handle_frame(request(1, "tools/list", {"cursor": "abc"})))
+@pytest.mark.parametrize("cursor", ["abc", "", None, 5])
+def test_tools_list_refuses_a_cursor_with_its_own_problem_type(
+    ready: Dispatcher, cursor: object
+) -> None:
+    message = sent(ready.handle_frame(request(1, "tools/list", {"cursor": cursor})))
     assert message["error"]["code"] == -32602
-    assert message["error"]["data"]["invalid_params"] == ["cursor"]
+    problem = message["error"]["data"]
+    assert problem["invalid_params"] == ["cursor"]
+    assert problem["code"] == "MCP_INVALID_CURSOR"
+    assert problem["type"] == "urn:mcp-server-suite:problem:invalid-cursor"
+    assert problem["title"] == "Invalid pagination cursor"
 
 
-def test_tools_list_refuses_unknown_members(ready: Dispatcher) -> None:
-    message = sent(ready.handle_frame(request(1, "tools/list", {"surprise": 1})))
-    assert message["error"]["data"]["invalid_params"] == ["params"]
+def test_tools_list_accepts_unknown_members(ready: Dispatcher) -> None:
+    # ListToolsRequest's params are open in every revision's schema.
+    params = {"surprise": 1, "x-vendor": {"a": [1]}}
+    assert len(sent(ready.handle_frame(request(1, "tools/list", params)))["result"]["tools"]) == 1
+
+
+def test_tools_list_refuses_a_meta_that_is_not_an_object(ready: Dispatcher) -> None:
+    message = sent(ready.handle_frame(request(1, "tools/list", {"_meta": None})))
+    assert message["error"]["data"]["invalid_params"] == ["_meta"]
 
 
 def test_tools_list_accepts_meta(ready: Dispatcher) -> None:
@@ -274,11 +306,11 @@ def test_unknown_tool_is_invalid_params_with_a_problem(ready: Dispatcher) -> Non
         "code": -32602,
         "message": "Unknown tool: 'no_such_tool'",
         "data": {
-            "type": "urn:mcp-server-suite:problem:validation-error",
-            "title": "Invalid tool arguments",
-            "status": 422,
+            "type": "urn:mcp-server-suite:problem:invalid-params",
+            "title": "Invalid request parameters",
+            "status": 400,
             "detail": "Unknown tool: 'no_such_tool'",
-            "code": "MCP_VALIDATION_ERROR",
+            "code": "MCP_INVALID_PARAMS",
             "invalid_params": ["name"],
             "metadata": {},
         },
@@ -303,7 +335,9 @@ def test_unknown_tool_name_is_escaped_and_bounded(ready: Dispatcher) -> None:
         ({"name": "echo", "arguments": [1]}, "arguments"),
         ({"name": "echo", "arguments": None}, "arguments"),
         ({"name": "echo", "arguments": "x"}, "arguments"),
-        ({"name": "echo", "task": {}}, "params"),
+        ({"name": "echo", "argument": {}}, "params"),
+        ({"name": "echo", "text": "hi"}, "params"),
+        ({"name": "echo", "requestState": "s"}, "params"),
         ({"name": "echo", "_meta": 1}, "_meta"),
     ],
 )
@@ -312,6 +346,16 @@ def test_malformed_call_envelopes(ready: Dispatcher, params: dict[str, Any], fie
     assert message["error"]["code"] == -32602
     assert message["error"]["data"]["invalid_params"] == [field]
     assert ready.in_flight == frozenset()
+
+
+@pytest.mark.parametrize("task", [{"ttl": 60000}, {}, None, "anything"])
+def test_a_task_member_is_ignored_and_the_call_runs(ready: Dispatcher, task: object) -> None:
+    # 2025-11-25: a receiver without the tasks capability MUST process the request normally,
+    # ignoring the task-augmentation metadata.
+    params = {"name": "echo", "arguments": {"text": "hi"}, "task": task}
+    action = ready.handle_frame(request(7, "tools/call", params))
+    assert isinstance(action, StartCall)
+    assert action.arguments == {"text": "hi"}
 
 
 def test_duplicate_in_flight_id_is_refused(ready: Dispatcher) -> None:
@@ -425,7 +469,8 @@ def test_notifications_and_client_responses_get_nothing(
     dispatcher: Dispatcher, message: dict[str, Any]
 ) -> None:
     assert dispatcher.handle_frame(frame(message)) is None
-    assert dispatcher.state is SessionState.AWAITING_INIT
+    # Notifications and responses never choose the era.
+    assert dispatcher.state is SessionState.OPENING
 
 
 def test_parse_errors_are_sent_with_a_null_id(ready: Dispatcher) -> None:

@@ -15,14 +15,17 @@ from mcp_server_suite.schemas.errors import (
     PolicyViolation,
     ProtocolError,
     ToolFailure,
+    UnsupportedVersion,
     new_correlation_id,
     to_wire,
 )
 from mcp_server_suite.schemas.problems import PROBLEM_TYPES, JSONRPCCode, MCPErrorCode, Problem
 
-# The design document's error table, row by row.
+# The design document's error table, row by row, and the two rows the protocol core adds.
 TABLE = [
     (MCPErrorCode.VALIDATION_ERROR, "urn:mcp-server-suite:problem:validation-error", 422, -32602),
+    (MCPErrorCode.INVALID_PARAMS, "urn:mcp-server-suite:problem:invalid-params", 400, -32602),
+    (MCPErrorCode.INVALID_CURSOR, "urn:mcp-server-suite:problem:invalid-cursor", 400, -32602),
     (MCPErrorCode.ACCESS_DENIED, "urn:mcp-server-suite:problem:access-denied", 403, -32001),
     (MCPErrorCode.QUERY_VIOLATION, "urn:mcp-server-suite:problem:query-violation", 403, -32002),
     (MCPErrorCode.EXECUTION_TIMEOUT, "urn:mcp-server-suite:problem:execution-timeout", 504, -32003),
@@ -42,6 +45,14 @@ def test_table_matches_the_design_document(
 
 def test_every_code_has_a_row() -> None:
     assert set(PROBLEM_TYPES) == set(MCPErrorCode)
+
+
+def test_each_row_is_a_problem_type_of_its_own() -> None:
+    # RFC 9457: the type names the kind of problem and the title summarises it, for every
+    # occurrence; two rows sharing either would make one of them meaningless.
+    rows = list(PROBLEM_TYPES.values())
+    assert len({row.uri for row in rows}) == len(rows)
+    assert len({row.title for row in rows}) == len(rows)
 
 
 @pytest.mark.parametrize(
@@ -109,12 +120,33 @@ def test_protocol_errors_keep_their_code_and_message(exc: ProtocolError, code: i
     assert wire["message"] == exc.message
 
 
-def test_invalid_params_carry_a_validation_problem() -> None:
+def test_invalid_params_carry_an_invalid_params_problem() -> None:
     wire = to_wire(InvalidParams("bad", request_id=1, invalid_params=("name",)))
     data = wire["data"]
     assert isinstance(data, dict)
-    assert data["code"] == "MCP_VALIDATION_ERROR"
+    assert data["code"] == "MCP_INVALID_PARAMS"
+    assert data["title"] == "Invalid request parameters"
+    assert data["detail"] == "bad"
     assert data["invalid_params"] == ["name"]
+
+
+def test_invalid_params_may_name_a_more_particular_type() -> None:
+    exc = InvalidParams(
+        "c", request_id=1, invalid_params=("cursor",), code=MCPErrorCode.INVALID_CURSOR
+    )
+    data = to_wire(exc)["data"]
+    assert isinstance(data, dict)
+    assert (data["code"], data["title"]) == ("MCP_INVALID_CURSOR", "Invalid pagination cursor")
+
+
+def test_unsupported_version_carries_the_schema_data() -> None:
+    exc = UnsupportedVersion("1900-01-01", ("2026-07-28", "2025-11-25"), request_id="r")
+    assert exc.request_id == "r"
+    assert to_wire(exc) == {
+        "code": -32022,
+        "message": "Unsupported protocol version",
+        "data": {"supported": ["2026-07-28", "2025-11-25"], "requested": "1900-01-01"},
+    }
 
 
 def test_tool_failures_travel_with_their_problem() -> None:

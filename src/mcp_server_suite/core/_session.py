@@ -267,9 +267,11 @@ class _Session:
         grace: float,
         *,
         audit: AuditTrail,
+        first_call: StartCall | None,
     ) -> None:
         self._audit = audit
         self._dispatcher = dispatcher
+        self._first_call = first_call
         self._framer = framer
         self._guardrails = guardrails
         self._channel = channel
@@ -284,6 +286,9 @@ class _Session:
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
             self._group = group
+            if self._first_call is not None:
+                # Before any frame read after it: a cancellation right behind it must find it.
+                self._act(self._first_call)
             reader = group.create_task(self._read_loop(), name="read-loop")
             await self._stop_reading.wait()
             reader.cancel()
@@ -395,9 +400,10 @@ class _Session:
         else:
             outcome = Succeeded.of(output.structured, output.text)
             reply = self._dispatcher.call_succeeded(request_id, output.structured, output.text)
-        # The audit hook: one record per call, before its reply can reach the client.
+        # The audit hook: one record per call, after its reply is decided and before it is
+        # written; a reply the trail could not record is withheld.
         if not self._audit.record(action, outcome, started):
-            reply = self._dispatcher.call_failed(request_id, self._audit.refusal)
+            reply = self._dispatcher.reply_withheld(reply, self._audit.refusal)
         self._finished(request_id)
         try:
             await self._channel.write(encode(reply.message))
@@ -435,6 +441,7 @@ async def serve_session(
     in_fd: int,
     out_fd: int,
     framer: LineFramer,
+    first_call: StartCall | None = None,
     early_signals: Sequence[signal.Signals] = (),
     grace: float = DRAIN_GRACE_S,
     audit: AuditTrail | None = None,
@@ -447,6 +454,7 @@ async def serve_session(
         in_fd: The descriptor requests arrive on (owned from now on).
         out_fd: The descriptor responses go to (owned from now on).
         framer: The framer, with whatever the handshake phase left buffered in it.
+        first_call: A call the handshake phase read and left unstarted; it starts first.
         early_signals: Stop signals received before the session's handlers were installed.
         grace: How long calls in flight may finish after input ends or a first signal.
         audit: Where each call is recorded; nothing is recorded when None.
@@ -454,7 +462,9 @@ async def serve_session(
     loop = asyncio.get_running_loop()
     channel = await _open_channel(in_fd, out_fd)
     trail = AuditTrail(None) if audit is None else audit
-    session = _Session(dispatcher, guardrails, channel, framer, grace, audit=trail)
+    session = _Session(
+        dispatcher, guardrails, channel, framer, grace, first_call=first_call, audit=trail
+    )
     installed: deque[signal.Signals] = deque()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, session.on_signal, signum)

@@ -3,32 +3,46 @@
 Rules:
 
 1. Everything that affects the session's state lives here: the lifecycle state, the
-   negotiated revision and the set of in-flight request ids. The shell only carries bytes
-   and runs the calls this module tells it to start.
+   negotiated revision, the calls in flight and the open subscriptions. The era modules
+   (`legacy`, `modern`) decide what their rules make of a request and tell the dispatcher
+   through a narrow interface; the shell only carries bytes and runs the calls it is told to
+   start.
 2. Fed any frame, `Dispatcher.handle_frame` returns an action and never raises: a frame
    that breaks the protocol becomes a `Send` of the matching JSON-RPC error.
-3. `initialize` and `ping` are accepted before the handshake; every other known request is
-   refused until `initialize` has been answered. An unknown method is `-32601` at any
-   time, at once: newer clients probe with methods such as `server/discover` and wait for
-   the answer before they fall back to `initialize`.
+3. The era is chosen by how the client opens, once. The first request other than
+   `server/discover` decides: one that carries the modern `_meta` (and passes its checks)
+   pins the session to 2026-07-28, any other opens a legacy session, which `initialize`
+   then initializes. `server/discover` is answered before the era is chosen and does not
+   choose it, so a client may probe and still fall back to `initialize`. Afterwards a
+   request of the other era is refused: `initialize` in a modern session with `-32022`
+   naming the versions it can use, a request carrying the modern `_meta` in a legacy session
+   with `-32600`.
 4. Notifications never get a response, whatever they contain. Responses sent by the client
    are ignored, because the server sends no requests.
-5. A request id may be in flight only once. A `tools/call` is checked here (envelope,
-   arguments object, tool name) before any tool code runs; only then does it become a
-   `StartCall` for the shell.
-6. Every result is shaped by the revision it answers (see `versions`).
+5. A request id may be in flight only once, a call and an open subscription alike. A
+   `tools/call` is checked (envelope, arguments object, tool name) before any tool code
+   runs; only then does it become a `StartCall` for the shell.
+6. Every result is shaped by the revision it answers (see `versions`): a call's reply by the
+   revision of the request that started it.
 
 Calling order: `handle_frame` for each frame from the framer; for each `StartCall`, exactly
-one of `call_succeeded`, `call_failed`, `call_crashed` or `call_abandoned` when it ends.
+one of `call_succeeded`, `call_failed`, `call_crashed` or `call_abandoned` when it ends; at
+the end of the session, `begin_closing`, then `close_subscriptions` for what to send last.
 """
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from enum import Enum
-from types import MappingProxyType
-from typing import Final, NoReturn, TypeAlias
+from typing import Final
 
-from mcp_server_suite import SERVER_NAME, SERVER_TITLE
+from mcp_server_suite.core import legacy, modern
+from mcp_server_suite.core.actions import (
+    MAX_CLIENT_INFO_CHARS,
+    Action,
+    CancelCall,
+    ClientInfo,
+    Send,
+    StartCall,
+)
 from mcp_server_suite.core.framing import FrameTooLarge
 from mcp_server_suite.core.jsonrpc import (
     JSONValue,
@@ -37,18 +51,25 @@ from mcp_server_suite.core.jsonrpc import (
     Response,
     parse_message,
 )
-from mcp_server_suite.core.registry import TOOL_ANNOTATIONS, RegisteredTool, ToolRegistry
-from mcp_server_suite.core.versions import ProtocolRevision, negotiate
-from mcp_server_suite.schemas.echo import quote
+from mcp_server_suite.core.methods import (
+    ServerIdentity,
+    call_failed_result,
+    call_succeeded_result,
+    closing_error,
+    complete,
+    error,
+    result,
+)
+from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry
+from mcp_server_suite.core.versions import ProtocolRevision
 from mcp_server_suite.schemas.errors import (
     InvalidParams,
-    MethodNotFound,
     ProtocolError,
     RequestId,
     internal_error,
     to_wire,
 )
-from mcp_server_suite.schemas.problems import JSONRPCCode, MCPErrorCode, Problem
+from mcp_server_suite.schemas.problems import JSONRPCCode, Problem
 
 __all__ = [
     "MAX_CLIENT_INFO_CHARS",
@@ -61,94 +82,28 @@ __all__ = [
     "StartCall",
 ]
 
-# Tool names are echoed in errors; 64 characters cover every registered name.
-_ECHO_TOOL_NAME_CHARS: Final = 64
-
-# Protocol versions are ten-character dates; 64 leaves room for any future scheme.
-_MAX_VERSION_CHARS: Final = 64
-
-# A client's name and version are recorded with every call it makes; 256 characters hold any
-# real product name and version string while keeping one record bounded.
-MAX_CLIENT_INFO_CHARS: Final = 256
-
-_CALL_MEMBERS: Final = frozenset({"name", "arguments", "_meta"})
-_LIST_MEMBERS: Final = frozenset({"cursor", "_meta"})
-
-SERVER_DESCRIPTION: Final = (
-    "Read-only access to one PostgreSQL database, one directory tree and host metrics, "
-    "behind strict validation."
-)
-INSTRUCTIONS: Final = (
-    "Every tool only reads. read_only_sql runs one SELECT (a row cap is applied for you); "
-    "sandbox_fs_read reads text files by path relative to the sandbox root; "
-    "system_metrics reports CPU, memory and disk use. A refused call returns an RFC 9457 "
-    "problem document whose detail says what to change."
-)
-
 
 class SessionState(Enum):
-    """Where the session is in its lifecycle."""
+    """Where the session is in its lifecycle, the era included."""
 
+    # No request has chosen the era yet; `server/discover` is answered meanwhile.
+    OPENING = "opening"
+    # A legacy session, before `initialize` has been answered.
     AWAITING_INIT = "awaiting-init"
+    # A legacy session, initialized.
     READY = "ready"
+    # A 2026-07-28 session: every request carries its own version.
+    STATELESS = "stateless"
+    # Shutting down: new requests are refused, calls in flight run to their end.
     CLOSING = "closing"
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Write this message to the client."""
+_LEGACY_STATES: Final = frozenset({SessionState.AWAITING_INIT, SessionState.READY})
 
-    message: Mapping[str, JSONValue]
-
-
-@dataclass(frozen=True, slots=True)
-class ClientInfo:
-    """Who the client says it is (`clientInfo`): recorded with its calls, never trusted.
-
-    Both members are the client's own text, cut to `MAX_CLIENT_INFO_CHARS`; whoever writes them
-    anywhere must still escape them.
-    """
-
-    name: str
-    version: str
-
-    @classmethod
-    def of(cls, name: str, version: str) -> "ClientInfo":
-        """Build the record from the client's text, bounded."""
-        return cls(name[:MAX_CLIENT_INFO_CHARS], version[:MAX_CLIENT_INFO_CHARS])
-
-
-@dataclass(frozen=True, slots=True)
-class StartCall:
-    """Run a validated `tools/call` envelope through the guardrails as its own task.
-
-    `client` is what the client said about itself, when it said anything.
-    """
-
-    request_id: RequestId
-    tool: RegisteredTool
-    arguments: Mapping[str, JSONValue]
-    client: ClientInfo | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CancelCall:
-    """Cancel the in-flight call with this id; nothing is sent for it."""
-
-    request_id: RequestId
-
-
-# None means "nothing to do" (a notification, a client response, framing noise).
-Action: TypeAlias = Send | StartCall | CancelCall | None
-
-
-_Handler: TypeAlias = Callable[["Dispatcher", Request], Action]
-
-
-@dataclass(frozen=True, slots=True)
-class _Method:
-    handler: _Handler
-    before_init: bool
+_MODERN_IN_LEGACY_SESSION: Final = (
+    "Invalid request: this session opened in the handshake era (initialize); requests "
+    f"carrying {modern.PROTOCOL_VERSION_KEY} belong to 2026-07-28 and are not accepted in it"
+)
 
 
 class Dispatcher:
@@ -156,16 +111,18 @@ class Dispatcher:
 
     Args:
         registry: The tools this session serves.
-        server_version: The version reported in `serverInfo`.
+        server_version: The version reported in the server's identity.
     """
 
     def __init__(self, registry: ToolRegistry, *, server_version: str) -> None:
         self._registry: Final = registry
-        self._server_version: Final = server_version
-        self._state = SessionState.AWAITING_INIT
+        self._identity: Final = ServerIdentity(server_version)
+        self._state = SessionState.OPENING
         self._revision: ProtocolRevision | None = None
         self._client: ClientInfo | None = None
-        self._in_flight: set[RequestId] = set()
+        # The revision each call's reply answers, by request id.
+        self._in_flight: dict[RequestId, ProtocolRevision] = {}
+        self._subscriptions: dict[RequestId, ProtocolRevision] = {}
 
     @property
     def state(self) -> SessionState:
@@ -173,8 +130,18 @@ class Dispatcher:
         return self._state
 
     @property
+    def registry(self) -> ToolRegistry:
+        """The tools this session serves."""
+        return self._registry
+
+    @property
+    def identity(self) -> ServerIdentity:
+        """The server's identity."""
+        return self._identity
+
+    @property
     def revision(self) -> ProtocolRevision | None:
-        """The negotiated revision, once `initialize` has been answered."""
+        """The legacy revision `initialize` negotiated; None before it, and in 2026-07-28."""
         return self._revision
 
     @property
@@ -187,6 +154,11 @@ class Dispatcher:
         """Ids of the calls started and not yet finished."""
         return frozenset(self._in_flight)
 
+    @property
+    def subscriptions(self) -> frozenset[RequestId]:
+        """Ids of the `subscriptions/listen` requests held open."""
+        return frozenset(self._subscriptions)
+
     def handle_frame(self, frame: bytes | FrameTooLarge) -> Action:
         """Decide what one frame from the client calls for.
 
@@ -197,7 +169,7 @@ class Dispatcher:
             The action for the shell. Never raises.
         """
         if isinstance(frame, FrameTooLarge):
-            return _error(
+            return error(
                 None,
                 {
                     "code": int(JSONRPCCode.INVALID_REQUEST),
@@ -213,11 +185,20 @@ class Dispatcher:
                 return self._notification(message)
             return self._request(message)
         except ProtocolError as exc:
-            return _error(exc.request_id, to_wire(exc))
+            return error(exc.request_id, to_wire(exc))
 
     def begin_closing(self) -> None:
         """Refuse new requests from now on; calls in flight run to their end."""
         self._state = SessionState.CLOSING
+
+    def close_subscriptions(self) -> list[Send]:
+        """End every open subscription: the results that tell the client they ended."""
+        closing = [
+            modern.closing_result(self, request_id, revision)
+            for request_id, revision in self._subscriptions.items()
+        ]
+        self._subscriptions.clear()
+        return closing
 
     def call_succeeded(
         self, request_id: RequestId, structured: Mapping[str, JSONValue], text: str
@@ -230,135 +211,116 @@ class Dispatcher:
             text: The same result as JSON text.
 
         Returns:
-            The `CallToolResult` response, shaped to the negotiated revision.
+            The `CallToolResult` response, shaped to the call's revision.
         """
-        self._in_flight.discard(request_id)
-        result: dict[str, JSONValue] = {
-            "content": [{"type": "text", "text": text}],
-            "isError": False,
-        }
-        if self._answering.structured_content:
-            result["structuredContent"] = dict(structured)
-        return _result(request_id, result)
+        revision = self._finish(request_id)
+        body = call_succeeded_result(structured, text, revision)
+        return _reply(result(request_id, complete(body, revision, self._identity)), revision)
 
     def call_failed(self, request_id: RequestId, problem: Problem) -> Send:
         """Answer a call that was refused or failed in-band, with its problem document."""
-        self._in_flight.discard(request_id)
-        return _result(
-            request_id,
-            {"content": [{"type": "text", "text": problem.as_text()}], "isError": True},
-        )
+        return self._refusal(request_id, problem, self._finish(request_id))
 
     def call_crashed(self, request_id: RequestId, correlation_id: str) -> Send:
         """Answer a call whose tool failed unexpectedly: `-32603` and a correlation id only."""
-        self._in_flight.discard(request_id)
-        return _error(request_id, internal_error(correlation_id))
+        revision = self._finish(request_id)
+        return _reply(error(request_id, internal_error(correlation_id)), revision)
+
+    def reply_withheld(self, reply: Send, problem: Problem) -> Send:
+        """Replace a call's decided reply, which must not be sent, with an in-band refusal.
+
+        Args:
+            reply: What `call_succeeded`, `call_failed` or `call_crashed` returned.
+            problem: Why the reply is withheld.
+
+        Returns:
+            The refusal, shaped to the call's revision like the reply it replaces.
+
+        Raises:
+            ValueError: `reply` is not a call's reply.
+        """
+        request_id = reply.message["id"]
+        if reply.revision is None or not isinstance(request_id, str | int):
+            raise ValueError("only a call's reply can be withheld")
+        return self._refusal(request_id, problem, reply.revision)
+
+    def _refusal(self, request_id: RequestId, problem: Problem, revision: ProtocolRevision) -> Send:
+        body = complete(call_failed_result(problem), revision, self._identity)
+        return _reply(result(request_id, body), revision)
 
     def call_abandoned(self, request_id: RequestId) -> None:
         """Forget a call that was cancelled; a cancelled request gets no response."""
-        self._in_flight.discard(request_id)
+        self._in_flight.pop(request_id, None)
+
+    # The interface the era modules use (`legacy.LegacyHost`, `modern.ModernHost`).
+
+    def start_call(
+        self,
+        request_id: RequestId,
+        tool: RegisteredTool,
+        arguments: Mapping[str, JSONValue],
+        client: ClientInfo | None,
+        revision: ProtocolRevision,
+    ) -> StartCall:
+        """Reserve the id and start the call; its reply is shaped to `revision`."""
+        self._in_flight[request_id] = revision
+        return StartCall(request_id, tool, arguments, client)
+
+    def open_legacy_session(self, revision: ProtocolRevision, client: ClientInfo) -> None:
+        """Record a successful `initialize`: requests are served from now on."""
+        self._revision = revision
+        self._client = client
+        self._state = SessionState.READY
 
     @property
-    def _answering(self) -> ProtocolRevision:
-        # Calls start only after initialize, so a revision is always set when they finish.
-        if self._revision is None:  # pragma: no cover - guarded by the lifecycle check
-            raise RuntimeError("no negotiated revision")
-        return self._revision
+    def era_pinned(self) -> bool:
+        """Whether the session already speaks 2026-07-28."""
+        return self._state is SessionState.STATELESS
+
+    def pin_modern_era(self) -> None:
+        """Record that the session speaks 2026-07-28 from now on."""
+        self._state = SessionState.STATELESS
+
+    @property
+    def open_subscriptions(self) -> int:
+        """How many `subscriptions/listen` requests are open."""
+        return len(self._subscriptions)
+
+    def open_subscription(self, request_id: RequestId, revision: ProtocolRevision) -> None:
+        """Hold a `subscriptions/listen` request open until it is cancelled or closed."""
+        self._subscriptions[request_id] = revision
+
+    def _finish(self, request_id: RequestId) -> ProtocolRevision:
+        revision = self._in_flight.pop(request_id, None)
+        if revision is None:
+            raise RuntimeError("no call with this id is in flight")
+        return revision
 
     def _request(self, request: Request) -> Action:
-        method = _METHODS.get(request.method)
-        if method is None:
-            raise MethodNotFound("Method not found", request_id=request.id)
-        if request.id in self._in_flight:
+        if request.id in self._in_flight or request.id in self._subscriptions:
             raise ProtocolError(
                 "Invalid request: this id is already in flight", request_id=request.id
             )
         if self._state is SessionState.CLOSING:
-            return _error(
-                request.id,
-                {
-                    "code": int(JSONRPCCode.INTERNAL_ERROR),
-                    "message": "The server is shutting down",
-                    "data": Problem.of(
-                        MCPErrorCode.INTERNAL_ERROR,
-                        "The server is shutting down and accepts no new requests.",
-                        metadata={"retryable": True},
-                    ).as_dict(),
-                },
-            )
-        if self._state is SessionState.AWAITING_INIT and not method.before_init:
-            raise ProtocolError(
-                "Invalid request: send initialize before this method", request_id=request.id
-            )
+            return closing_error(request.id)
         if request.params is not None and not isinstance(request.params, dict):
             raise InvalidParams(
                 "params must be an object", request_id=request.id, invalid_params=("params",)
             )
-        return method.handler(self, request)
-
-    def _initialize(self, request: Request) -> Action:
-        if self._state is not SessionState.AWAITING_INIT:
-            raise ProtocolError(
-                "Invalid request: initialize may be sent only once", request_id=request.id
-            )
-        version, client = _initialize_params(request)
-        revision = negotiate(version)
-        self._revision = revision
-        self._client = client
-        self._state = SessionState.READY
-        server_info: dict[str, JSONValue] = {"name": SERVER_NAME, "version": self._server_version}
-        if revision.titles:
-            server_info["title"] = SERVER_TITLE
-        if revision.implementation_details:
-            server_info["description"] = SERVER_DESCRIPTION
-        return _result(
-            request.id,
-            {
-                "protocolVersion": revision.version,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": server_info,
-                "instructions": INSTRUCTIONS,
-            },
-        )
-
-    def _ping(self, request: Request) -> Action:
-        return _result(request.id, {})
-
-    def _tools_list(self, request: Request) -> Action:
-        if _list_cursor(request) is not None:
-            # The whole list fits one page, so no cursor was ever issued.
-            raise InvalidParams(
-                "Invalid cursor: the tool list has a single page",
-                request_id=request.id,
-                invalid_params=("cursor",),
-            )
-        revision = self._answering
-        return _result(
-            request.id,
-            {"tools": [self._describe(name, revision) for name in self._registry]},
-        )
-
-    def _tools_call(self, request: Request) -> Action:
-        name, arguments = _call_envelope(request)
-        tool = self._registry.get(name)
-        if tool is None:
-            message = f"Unknown tool: {quote(name, _ECHO_TOOL_NAME_CHARS)}"
-            raise InvalidParams(message, request_id=request.id, invalid_params=("name",))
-        self._in_flight.add(request.id)
-        return StartCall(request.id, tool, arguments, self._client)
-
-    def _describe(self, name: str, revision: ProtocolRevision) -> dict[str, JSONValue]:
-        described = self._registry[name].description
-        tool: dict[str, JSONValue] = {"name": described.name}
-        if revision.titles:
-            tool["title"] = described.title
-        tool["description"] = described.description
-        tool["inputSchema"] = described.input_schema
-        if revision.structured_content:
-            tool["outputSchema"] = described.output_schema
-        if revision.tool_annotations:
-            tool["annotations"] = {"title": described.title, **TOOL_ANNOTATIONS}
-        return tool
+        claims_modern = modern.claims_modern_era(request.params)
+        if self._state in _LEGACY_STATES:
+            if claims_modern:
+                raise ProtocolError(_MODERN_IN_LEGACY_SESSION, request_id=request.id)
+            return legacy.handle(self, request)
+        if self._state is SessionState.STATELESS:
+            if not claims_modern and request.method == "initialize":
+                modern.refuse_handshake(request)
+            return modern.handle(self, request)
+        # The session is opening (rule 3).
+        if claims_modern:
+            return modern.handle(self, request)
+        self._state = SessionState.AWAITING_INIT
+        return legacy.handle(self, request)
 
     def _notification(self, notification: Notification) -> Action:
         if notification.method != "notifications/cancelled":
@@ -366,106 +328,27 @@ class Dispatcher:
             # initialize is answered, as the lifecycle allows. Unknown ones are ignored.
             return None
         request_id = _cancelled_id(notification.params)
-        if request_id is not None and request_id in self._in_flight:
+        if request_id is None:
+            return None
+        if request_id in self._in_flight:
             # The id stays reserved until the task reports back through call_abandoned.
             return CancelCall(request_id)
+        # A cancelled subscription ends without a response, like any cancelled request.
+        self._subscriptions.pop(request_id, None)
         # Unknown, finished or never-started ids (initialize included) are ignored.
         return None
-
-
-def _object_params(request: Request, allowed: frozenset[str] | None) -> Mapping[str, JSONValue]:
-    # `_request` has already refused array params, so params are an object or absent.
-    params: Mapping[str, JSONValue] = request.params or {}  # type: ignore[assignment]
-    if allowed is not None and params.keys() - allowed:
-        # An unknown member is the caller's text, so it is reported as a fault of
-        # `params` rather than repeated.
-        _invalid(request, ("params",))
-    return params
-
-
-def _invalid(request: Request, fields: tuple[str, ...]) -> NoReturn:
-    raise InvalidParams(
-        f"Invalid params for {request.method}: check {', '.join(fields)}",
-        request_id=request.id,
-        invalid_params=fields,
-    )
-
-
-def _initialize_params(request: Request) -> tuple[str, ClientInfo]:
-    # Open on purpose: a newer client's extra members must not break the handshake, or it
-    # could never learn which version the server offers instead.
-    params = _object_params(request, None)
-    version = params.get("protocolVersion")
-    info = params.get("clientInfo")
-    faults = tuple(
-        name
-        for name, ok in (
-            ("protocolVersion", isinstance(version, str) and len(version) <= _MAX_VERSION_CHARS),
-            ("capabilities", isinstance(params.get("capabilities"), dict)),
-            (
-                "clientInfo",
-                isinstance(info, dict)
-                and isinstance(info.get("name"), str)
-                and isinstance(info.get("version"), str),
-            ),
-        )
-        if not ok
-    )
-    if faults or not isinstance(info, dict):
-        # The second test only narrows the type: a clientInfo that is not an object is a fault.
-        _invalid(request, faults or ("clientInfo",))
-    return str(version), ClientInfo.of(str(info["name"]), str(info["version"]))
-
-
-def _call_envelope(request: Request) -> tuple[str, Mapping[str, JSONValue]]:
-    # Closed on purpose: this is the envelope of untrusted tool input.
-    params = _object_params(request, _CALL_MEMBERS)
-    name = params.get("name")
-    arguments = params.get("arguments", {})
-    faults = tuple(
-        field
-        for field, ok in (
-            ("name", isinstance(name, str)),
-            ("arguments", isinstance(arguments, dict)),
-            ("_meta", isinstance(params.get("_meta", {}), dict)),
-        )
-        if not ok
-    )
-    if faults:
-        _invalid(request, faults)
-    return str(name), arguments
-
-
-def _list_cursor(request: Request) -> JSONValue:
-    params = _object_params(request, _LIST_MEMBERS)
-    if not isinstance(params.get("_meta", {}), dict):
-        _invalid(request, ("_meta",))
-    return params.get("cursor")
 
 
 def _cancelled_id(params: JSONValue) -> RequestId | None:
     if not isinstance(params, dict):
         return None
     request_id = params.get("requestId")
-    # `type(...) is int` on purpose: true is not an id.
+    # `type(...) is int` on purpose: true is not an id, and neither is 7.0.
     if type(request_id) is int or isinstance(request_id, str):
         return request_id
     return None
 
 
-def _result(request_id: RequestId, result: Mapping[str, JSONValue]) -> Send:
-    return Send({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-def _error(request_id: RequestId | None, error: Mapping[str, JSONValue]) -> Send:
-    return Send({"jsonrpc": "2.0", "id": request_id, "error": error})
-
-
-_METHODS: Final = MappingProxyType(
-    {
-        "initialize": _Method(Dispatcher._initialize, before_init=True),
-        "ping": _Method(Dispatcher._ping, before_init=True),
-        "tools/list": _Method(Dispatcher._tools_list, before_init=False),
-        "tools/call": _Method(Dispatcher._tools_call, before_init=False),
-    }
-)
+def _reply(send: Send, revision: ProtocolRevision) -> Send:
+    # A call's reply keeps its revision, for `Dispatcher.reply_withheld`.
+    return Send(send.message, revision)

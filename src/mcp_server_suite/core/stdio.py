@@ -21,15 +21,20 @@ Rules:
    on them safely and epoll refuses some of them (`/dev/null`, systemd's
    `StandardInput=null`).
 
-The session runs in two phases. Until `initialize` has been answered, `answer_handshake`
-serves frames with plain blocking reads and writes: nothing can run concurrently before the
-handshake (every method but `initialize` and `ping` is refused), so the event loop is not
-needed yet, and a client's handshake is answered before asyncio has even been imported.
-`serve` then runs the asyncio session (`core._session`, rules 2 to 5) with the same
-dispatcher and framer, so no byte the client sent is lost between the phases.
+The session runs in two phases. While the session is opening (no era chosen yet, or a
+legacy session before `initialize`), `answer_handshake` serves frames with plain blocking
+reads and writes: nothing can run concurrently yet (`server/discover`, `initialize` and
+`ping` are answered inline, and calls are refused before `initialize`), so the event loop
+is not needed, and a client's handshake or discovery is answered before asyncio has even
+been imported. The phase ends when the session is ready for calls (`initialize` answered,
+or a first 2026-07-28 request other than `server/discover` answered), or at the first call,
+which it hands over unstarted. `serve` then runs the asyncio session (`core._session`,
+rules 2 to 5) with the same dispatcher and framer, so no byte the client sent is lost
+between the phases; a stop signal or a client gone during the phase ends the session, even
+while a write is blocked on a client that does not read.
 
 Calling order: `claim_stdio` and `StopSignals()`, then `answer_handshake`, then, if it
-returned True, `serve`; otherwise `StopSignals.restore`.
+returned a `Handover`, `serve` with it; otherwise `StopSignals.restore`.
 """
 
 from __future__ import annotations
@@ -38,24 +43,35 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
 from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
-from mcp_server_suite.core.server import Dispatcher, Send, SessionState
+from mcp_server_suite.core.server import Dispatcher, Send, SessionState, StartCall
 
 if TYPE_CHECKING:
     from mcp_server_suite.audit.trail import AuditTrail
     from mcp_server_suite.guardrails.pipeline import Guardrails
 
-__all__ = ["READ_CHUNK_BYTES", "StopSignals", "answer_handshake", "claim_stdio", "serve"]
+__all__ = [
+    "READ_CHUNK_BYTES",
+    "Handover",
+    "StopSignals",
+    "answer_handshake",
+    "claim_stdio",
+    "serve",
+]
 
 # The design document's read size: one 64 KiB chunk on top of the frame ceiling bounds the
 # memory a client can make the reader hold.
 READ_CHUNK_BYTES: Final = 64 * 1024
 
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+# The states the blocking phase serves: before them nothing can be in flight.
+_OPENING_STATES: Final = frozenset({SessionState.OPENING, SessionState.AWAITING_INIT})
 
 
 class _Stopped(Exception):
@@ -89,8 +105,9 @@ class StopSignals:
     """SIGINT and SIGTERM before the event loop takes them over.
 
     Installed before the handshake, these handlers only count signals, except while a
-    blocking read waits for the client: then they raise `_Stopped`, the one way to leave a
-    read the interpreter would otherwise resume. The session installs its own handlers
+    blocking read or write waits for the client: then they raise `_Stopped`, the one way to
+    leave a system call the interpreter would otherwise resume (a write to a client that has
+    stopped reading never returns on its own). The session installs its own handlers
     when it starts and acts on whatever was counted here, so a signal that arrives while
     the event loop is still loading is not lost, and does not kill the process.
     """
@@ -122,6 +139,18 @@ class StopSignals:
             signal.signal(signum, handler)
 
 
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """Where the blocking phase stopped: the event loop continues the session from here.
+
+    Attributes:
+        first_call: A call the phase read but could not run; the session starts it before
+            it reads another frame.
+    """
+
+    first_call: StartCall | None = None
+
+
 def answer_handshake(
     dispatcher: Dispatcher,
     framer: LineFramer,
@@ -129,26 +158,28 @@ def answer_handshake(
     *,
     in_fd: int,
     out_fd: int,
-) -> bool:
-    """Serve frames with blocking I/O until `initialize` has been answered.
+) -> Handover | None:
+    """Serve frames with blocking I/O while the session is opening.
 
     Args:
-        dispatcher: The session's protocol state machine, still awaiting `initialize`.
-        framer: The session's framer; frames after `initialize` stay buffered in it.
+        dispatcher: The session's protocol state machine, still opening.
+        framer: The session's framer; frames after the phase stay buffered in it.
         stop: The stop-signal handlers installed for this phase.
         in_fd: The descriptor requests arrive on.
         out_fd: The descriptor responses go to.
 
     Returns:
-        True when the session is initialized and `serve` should continue it; False when
-        input ended, the client went away or a stop signal arrived first (exit 0).
+        A `Handover` when `serve` should continue the session; None when input ended, the
+        client went away or a stop signal arrived first (exit 0).
     """
     try:
-        while dispatcher.state is SessionState.AWAITING_INIT and not stop.count:
+        while not stop.count:
+            if dispatcher.state not in _OPENING_STATES:
+                return Handover()
             frame = framer.next_frame()
             if frame is NEED_DATA:
                 if framer.at_eof:
-                    return False
+                    return None
                 with stop.interrupting():
                     chunk = os.read(in_fd, READ_CHUNK_BYTES)
                 if chunk:
@@ -156,14 +187,16 @@ def answer_handshake(
                 else:
                     framer.receive_eof()
                 continue
-            # Before initialize only answers can come back: calls are refused, and nothing
-            # is in flight to cancel.
             action = dispatcher.handle_frame(frame)
+            if isinstance(action, StartCall):
+                return Handover(action)
+            # Nothing is in flight yet, so a cancellation has nothing to cancel.
             if isinstance(action, Send):
-                _write_all(out_fd, encode(action.message))
+                with stop.interrupting():
+                    _write_all(out_fd, encode(action.message))
     except (_Stopped, BrokenPipeError, ConnectionError):
-        return False
-    return dispatcher.state is not SessionState.AWAITING_INIT
+        return None
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -180,6 +213,7 @@ async def serve(
     out_fd: int,
     framer: LineFramer | None = None,
     stop: StopSignals | None = None,
+    handover: Handover | None = None,
     grace: float | None = None,
     audit: AuditTrail | None = None,
 ) -> None:
@@ -193,6 +227,7 @@ async def serve(
         framer: The framer the handshake phase used; a new one when None.
         stop: The handshake phase's signal handlers; signals they counted are acted on as
             soon as the session's own handlers are installed.
+        handover: Where the handshake phase stopped (a call it read and did not start).
         grace: How long calls in flight may finish after input ends or a first signal;
             the design document's 5 s when None.
         audit: Where each call is recorded; nothing is recorded when None.
@@ -205,6 +240,7 @@ async def serve(
         in_fd=in_fd,
         out_fd=out_fd,
         framer=framer if framer is not None else LineFramer(),
+        first_call=None if handover is None else handover.first_call,
         early_signals=()
         if stop is None or stop.last is None
         else (stop.last,) * min(stop.count, 2),

@@ -3,15 +3,17 @@
 Rules:
 
 1. A result is shaped by the revision it answers: a member that revision's schema lacks is
-   not sent. Each revision is one row of feature flags, so shaping code asks "does this
-   revision have output schemas?" and never compares version strings.
-2. Negotiation follows the MCP lifecycle: a requested version the server supports is
-   echoed; any other request is answered with the latest supported version, and the client
-   decides whether to continue.
-3. Every revision belongs to an era. Legacy revisions open a session with `initialize`;
-   the modern, stateless era (2026-07-28 onwards) carries the version in each request's
-   `_meta`. Only the legacy era is served today; a modern row added here, with its own
-   flags (for example `result_type`), is all the shaping code needs to answer it.
+   not sent, and a member it requires always is. Each revision is one row of feature flags,
+   so shaping code asks "does this revision have output schemas?" and never compares
+   version strings.
+2. Every revision belongs to an era. Legacy revisions (2025-11-25 and earlier) open a
+   session with `initialize`, and negotiation follows their lifecycle: a requested legacy
+   revision is echoed, any other request is answered with the latest legacy revision, and
+   the client decides whether to continue. Modern revisions (2026-07-28 on) carry the
+   version in every request's `_meta`, and a version the server does not serve is refused,
+   never replaced.
+3. The two eras never borrow each other's versions: `negotiate` offers only legacy
+   revisions, and `modern_revision` accepts only modern ones.
 """
 
 from dataclasses import dataclass
@@ -21,10 +23,13 @@ from typing import Final
 
 __all__ = [
     "LATEST",
+    "LATEST_LEGACY",
+    "MODERN_VERSIONS",
     "REVISIONS",
     "SUPPORTED_VERSIONS",
     "Era",
     "ProtocolRevision",
+    "modern_revision",
     "negotiate",
 ]
 
@@ -49,6 +54,10 @@ class ProtocolRevision:
             exist (2025-06-18 on).
         implementation_details: `Implementation.description` and `websiteUrl` exist
             (2025-11-25 on).
+        result_type: Every result carries `resultType` and names the server in its
+            `_meta` (`io.modelcontextprotocol/serverInfo`) (2026-07-28 on).
+        cache_hints: List and discovery results carry `ttlMs` and `cacheScope`
+            (2026-07-28 on).
     """
 
     version: str
@@ -57,13 +66,16 @@ class ProtocolRevision:
     titles: bool
     structured_content: bool
     implementation_details: bool
+    result_type: bool
+    cache_hints: bool
 
 
 _REVISIONS: Final = (
-    ProtocolRevision("2025-11-25", Era.LEGACY, True, True, True, True),
-    ProtocolRevision("2025-06-18", Era.LEGACY, True, True, True, False),
-    ProtocolRevision("2025-03-26", Era.LEGACY, True, False, False, False),
-    ProtocolRevision("2024-11-05", Era.LEGACY, False, False, False, False),
+    ProtocolRevision("2026-07-28", Era.MODERN, True, True, True, True, True, True),
+    ProtocolRevision("2025-11-25", Era.LEGACY, True, True, True, True, False, False),
+    ProtocolRevision("2025-06-18", Era.LEGACY, True, True, True, False, False, False),
+    ProtocolRevision("2025-03-26", Era.LEGACY, True, False, False, False, False, False),
+    ProtocolRevision("2024-11-05", Era.LEGACY, False, False, False, False, False, False),
 )
 
 REVISIONS: Final = MappingProxyType({revision.version: revision for revision in _REVISIONS})
@@ -71,7 +83,14 @@ REVISIONS: Final = MappingProxyType({revision.version: revision for revision in 
 # Newest first, as a client reading an error would want them.
 SUPPORTED_VERSIONS: Final = tuple(revision.version for revision in _REVISIONS)
 
-LATEST: Final = _REVISIONS[0]
+MODERN_VERSIONS: Final = tuple(
+    revision.version for revision in _REVISIONS if revision.era is Era.MODERN
+)
+
+LATEST_LEGACY: Final = next(revision for revision in _REVISIONS if revision.era is Era.LEGACY)
+
+# The revision `initialize` offers when the client asks for one the server does not have.
+LATEST: Final = LATEST_LEGACY
 
 
 def negotiate(requested: str) -> ProtocolRevision:
@@ -81,9 +100,26 @@ def negotiate(requested: str) -> ProtocolRevision:
         requested: The client's `protocolVersion`.
 
     Returns:
-        The requested revision when it is a supported legacy revision, else the latest.
+        The requested revision when it is a supported legacy revision, else the latest
+        legacy revision.
     """
     revision = REVISIONS.get(requested)
     if revision is None or revision.era is not Era.LEGACY:
-        return LATEST
+        return LATEST_LEGACY
+    return revision
+
+
+def modern_revision(requested: str) -> ProtocolRevision | None:
+    """Look up the revision a modern request names in its `_meta`.
+
+    Args:
+        requested: The request's `io.modelcontextprotocol/protocolVersion`.
+
+    Returns:
+        The revision when it is a modern revision this server serves, else None (the
+        request is answered with the unsupported-version error).
+    """
+    revision = REVISIONS.get(requested)
+    if revision is None or revision.era is not Era.MODERN:
+        return None
     return revision

@@ -28,6 +28,7 @@ __all__ = [
     "RequestId",
     "SuiteError",
     "ToolFailure",
+    "UnsupportedVersion",
     "internal_error",
     "new_correlation_id",
     "to_wire",
@@ -82,15 +83,58 @@ class MethodNotFound(ProtocolError):
 
 
 class InvalidParams(ProtocolError):
-    """The method exists but its params are wrong; `data` carries a validation problem."""
+    """The method exists but its params are wrong; `data` carries the problem.
+
+    Args:
+        message: The JSON-RPC `error.message`, which is also the problem's detail.
+        request_id: The id to answer.
+        invalid_params: The members of `params` the caller should correct.
+        code: The problem type: malformed params by default, or a more particular type
+            (an invalid cursor, an unknown tool's arguments).
+    """
 
     jsonrpc_code = JSONRPCCode.INVALID_PARAMS
 
     def __init__(
-        self, message: str, *, request_id: RequestId | None, invalid_params: tuple[str, ...]
+        self,
+        message: str,
+        *,
+        request_id: RequestId | None,
+        invalid_params: tuple[str, ...],
+        code: MCPErrorCode = MCPErrorCode.INVALID_PARAMS,
     ) -> None:
-        problem = Problem.of(MCPErrorCode.VALIDATION_ERROR, message, invalid_params=invalid_params)
+        problem = Problem.of(code, message, invalid_params=invalid_params)
         super().__init__(message, request_id=request_id, data=problem.as_dict())
+
+
+class UnsupportedVersion(ProtocolError):
+    """A modern request names a protocol version the server does not serve (MCP 2026-07-28).
+
+    The data is the schema's `UnsupportedProtocolVersionError.data`: what the session can
+    still use, and what was asked for.
+
+    Args:
+        requested: The version the request named, as the client sent it.
+        supported: The versions the client may retry with, newest first.
+        request_id: The id to answer.
+        message: The JSON-RPC `error.message`.
+    """
+
+    jsonrpc_code = JSONRPCCode.UNSUPPORTED_PROTOCOL_VERSION
+
+    def __init__(
+        self,
+        requested: str,
+        supported: tuple[str, ...],
+        *,
+        request_id: RequestId,
+        message: str = "Unsupported protocol version",
+    ) -> None:
+        super().__init__(
+            message,
+            request_id=request_id,
+            data={"supported": list(supported), "requested": requested},
+        )
 
 
 class ToolFailure(SuiteError):

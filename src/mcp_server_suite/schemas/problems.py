@@ -5,9 +5,13 @@ Rules:
 1. Every problem the server emits is built from a row of `PROBLEM_TYPES`; the `type` URI, the
    `title`, the HTTP `status` and the JSON-RPC code of a row travel together and a `Problem`
    whose members disagree with its row cannot be constructed.
-2. A problem's `detail` is written by the server from the caller's own values; it never
+2. A row is a problem type in RFC 9457's sense: its `title` summarises every occurrence of
+   that type and never changes between them, so a problem that needs a different title is a
+   different type, with a row of its own. What is particular to one occurrence goes in
+   `detail`.
+3. A problem's `detail` is written by the server from the caller's own values; it never
    carries exception text, a traceback or a host path.
-3. The JSON text of an in-band problem uses the standard library's default separators, so the
+4. The JSON text of an in-band problem uses the standard library's default separators, so the
    document a client reads is byte-for-byte what the design document shows.
 """
 
@@ -41,12 +45,16 @@ class JSONRPCCode(IntEnum):
     ACCESS_DENIED = -32001
     QUERY_VIOLATION = -32002
     EXECUTION_TIMEOUT = -32003
+    # Defined by MCP 2026-07-28 (-32020 to -32099 are reserved for the specification).
+    UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 class MCPErrorCode(StrEnum):
     """The machine-readable code carried by every problem document."""
 
     VALIDATION_ERROR = "MCP_VALIDATION_ERROR"
+    INVALID_PARAMS = "MCP_INVALID_PARAMS"
+    INVALID_CURSOR = "MCP_INVALID_CURSOR"
     ACCESS_DENIED = "MCP_ACCESS_DENIED"
     QUERY_VIOLATION = "MCP_QUERY_VIOLATION"
     EXECUTION_TIMEOUT = "MCP_EXECUTION_TIMEOUT"
@@ -67,8 +75,20 @@ _URN = "urn:mcp-server-suite:problem:"
 
 PROBLEM_TYPES: Final = MappingProxyType(
     {
+        # What a tool was asked to do cannot be done as asked: its arguments break the schema
+        # or the sanitizer, or name something that is not there (a missing file, bad SQL).
         MCPErrorCode.VALIDATION_ERROR: ProblemType(
             f"{_URN}validation-error", "Invalid tool arguments", 422, JSONRPCCode.INVALID_PARAMS
+        ),
+        # The params of a protocol method are malformed before any tool is involved: an
+        # `initialize` without capabilities, a `tools/call` envelope that is not an object,
+        # an unknown tool, a missing `_meta` member, text that is not I-JSON.
+        MCPErrorCode.INVALID_PARAMS: ProblemType(
+            f"{_URN}invalid-params", "Invalid request parameters", 400, JSONRPCCode.INVALID_PARAMS
+        ),
+        # A `tools/list` cursor the server never issued (the list has a single page).
+        MCPErrorCode.INVALID_CURSOR: ProblemType(
+            f"{_URN}invalid-cursor", "Invalid pagination cursor", 400, JSONRPCCode.INVALID_PARAMS
         ),
         MCPErrorCode.ACCESS_DENIED: ProblemType(
             f"{_URN}access-denied",
