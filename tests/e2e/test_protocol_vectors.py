@@ -55,6 +55,22 @@ STATES = ("fresh", "initializing", "ready")
 # Where our design document decides differently from a corpus expectation for a server
 # without `MCP_SQL_DSN` (the default one). The spec wins; README.md records why.
 SPEC_OUTCOMES: dict[str, dict[str, Any]] = {
+    # Issue 11: a message whose id can be read gets its error with that id, even when another
+    # member is bad. These still are parse errors (-32700), but the id is readable, so it is
+    # echoed instead of null (JSON-RPC asks for null only when the id cannot be detected).
+    **{
+        vector_id: {"response": "error", "code": -32700, "id": 1}
+        for vector_id in (
+            "PROTO-050",  # a duplicated method
+            "PROTO-022",  # an invalid UTF-8 byte in params
+            "PROTO-025",  # a UTF-8 sequence cut short in params
+            "PROTO-028",  # reversed surrogates in params
+            "PROTO-040",  # Infinity in params
+            "PROTO-043",  # -1e400 in params
+            "PROTO-046",  # 10,000 levels of params, after the id
+            "PROTO-010",  # two objects on one line, the first read as far as it goes
+        )
+    },
     # read_only_sql is registered only when MCP_SQL_DSN is set, so in the default server
     # this names an unknown tool: a malformed tools/call envelope, -32602 with a problem
     # naming `name` (Error model). The vector's own point is run twice more below: verbatim
@@ -63,7 +79,7 @@ SPEC_OUTCOMES: dict[str, dict[str, Any]] = {
         "response": "error",
         "code": -32602,
         "id": 9,
-        "data": {"code": "MCP_VALIDATION_ERROR", "invalid_params": ["name"]},
+        "data": {"code": "MCP_INVALID_PARAMS", "invalid_params": ["name"]},
     },
 }
 
@@ -532,19 +548,23 @@ def spelled(name: str) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def duplicated_envelope_member(draw: st.DrawFn) -> bytes:
+def duplicated_envelope_member(draw: st.DrawFn) -> tuple[str, bytes]:
     name = draw(st.sampled_from(ENVELOPE))
     second = draw(spelled(name))
     value = draw(st.sampled_from(['"2.0"', "1", '"ping"', "{}", '"tools/call"', "2"]))
     members = ['"jsonrpc":"2.0"', '"id":1', '"method":"ping"', '"params":{}']
     members.insert(draw(st.integers(0, len(members))), f'"{second}":{value}')
-    return ("{" + ",".join(members) + "}").encode()
+    return name, ("{" + ",".join(members) + "}").encode()
 
 
 @pytest.mark.e2e
-@given(line=duplicated_envelope_member())
-def test_class_duplicate_envelope_members(class_server: ServerProcess, line: bytes) -> None:
-    assert_one_error(exchange(class_server, line), -32700, None)
+@given(duplicate=duplicated_envelope_member())
+def test_class_duplicate_envelope_members(
+    class_server: ServerProcess, duplicate: tuple[str, bytes]
+) -> None:
+    # A duplicated id leaves no id to answer; any other duplicate is answered with the id.
+    name, line = duplicate
+    assert_one_error(exchange(class_server, line), -32700, None if name == "id" else 1)
 
 
 @pytest.mark.e2e
@@ -561,7 +581,9 @@ def test_class_duplicate_members_anywhere(
     for _ in range(depth):
         inner = f'{{"n":{inner}}}'
     line = f'{{"jsonrpc":"2.0","id":1,"method":"ping","params":{inner}}}'.encode()
-    assert_one_error(exchange(class_server, line), -32700, None)
+    replies = exchange(class_server, line)
+    assert_one_error(replies, -32700, 1)
+    assert replies[0]["error"]["data"]["invalid_params"] == ["n" if depth else key]
 
 
 INVALID_UTF8 = [
@@ -593,7 +615,9 @@ def test_class_invalid_utf8(
     text = json.dumps(before)[1:-1].encode() + bad + json.dumps(after)[1:-1].encode()
     body = b'{"' + text + b'":1}' if in_key else b'{"x":"' + text + b'"}'
     line = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + body + b"}"
-    assert_one_error(exchange(class_server, line), -32700, None)
+    replies = exchange(class_server, line)
+    assert_one_error(replies, -32700, 1)
+    assert replies[0]["error"]["data"]["invalid_params"] == ["params" if in_key else "x"]
 
 
 @pytest.mark.e2e
@@ -615,7 +639,9 @@ def test_class_lone_surrogates(
         text += f"\\u{partner:{hex_format}}"
     body = f'{{"{text}":1}}' if in_key else f'{{"x":"a{text}b"}}'
     line = f'{{"jsonrpc":"2.0","id":1,"method":"ping","params":{body}}}'.encode()
-    assert_one_error(exchange(class_server, line), -32700, None)
+    replies = exchange(class_server, line)
+    assert_one_error(replies, -32700, 1)
+    assert replies[0]["error"]["data"]["invalid_params"] == ["params" if in_key else "x"]
 
 
 JSON_SCALARS = st.one_of(
@@ -751,7 +777,8 @@ NOT_JSON_TOKENS = [
 @given(token=st.sampled_from(NOT_JSON_TOKENS))
 def test_class_not_json(class_server: ServerProcess, token: str) -> None:
     line = f'{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":{token}}}}}'.encode()
-    assert_one_error(exchange(class_server, line), -32700, None)
+    # The id precedes the broken value, so it is read and echoed.
+    assert_one_error(exchange(class_server, line), -32700, 1)
 
 
 @pytest.mark.e2e
@@ -763,7 +790,10 @@ def test_class_every_strict_prefix_of_a_message_is_a_parse_error(
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "system_metrics"}}
     ).encode()
     cut = data.draw(st.integers(1, len(message) - 1))
-    assert_one_error(exchange(class_server, message[:cut]), -32700, None)
+    # Once the id and the comma after it have arrived, the id is read; before, it is not.
+    id_complete = len(b'{"jsonrpc": "2.0", "id": 1,')
+    expected_id = 1 if cut >= id_complete else None
+    assert_one_error(exchange(class_server, message[:cut]), -32700, expected_id)
 
 
 @pytest.mark.e2e
@@ -782,7 +812,9 @@ def test_class_non_json_whitespace_is_a_parse_error(
 ) -> None:
     body = '{"jsonrpc":"2.0","id":1,"method":"ping"}'
     text = {"start": space + body, "end": body + space, "inside": body[:1] + space + body[1:]}
-    assert_one_error(exchange(class_server, text[where].encode()), -32700, None)
+    # After the object, its id has been read; before the first member, nothing has.
+    expected_id = 1 if where == "end" else None
+    assert_one_error(exchange(class_server, text[where].encode()), -32700, expected_id)
 
 
 METHOD_NAMES = st.text(max_size=30).filter(

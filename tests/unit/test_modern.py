@@ -337,11 +337,11 @@ def test_an_overlong_requested_version_is_echoed_bounded(session: Session) -> No
         st.one_of(
             st.none(),
             st.booleans(),
-            st.integers(),
+            st.integers(-(2**53) + 1, 2**53 - 1),
             st.text(max_size=12),
             st.sampled_from(["2026-07-28", "2025-11-25", "debug"]),
             st.dictionaries(st.sampled_from(["name", "version"]), st.text(max_size=4)),
-            st.lists(st.integers(), max_size=2),
+            st.lists(st.integers(-(2**53) + 1, 2**53 - 1), max_size=2),
         ),
     )
 )
