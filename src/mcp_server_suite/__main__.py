@@ -49,11 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         configuration is invalid.
     """
     options = parse_arguments(argv)
+    # Installed first: a stop signal while the configuration and the tools are set up is
+    # counted and ends the session before it reads anything, with status 0.
+    stop = None if options.check_config else StopSignals()
     try:
         settings = Settings.from_environ()
         registry = build_registry(settings)
         audit_sink = open_sink(settings.audit_log, required=settings.audit_required)
     except ConfigError as exc:
+        if stop is not None:
+            stop.restore()
         print(f"mcp-server-suite: invalid configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     logging.basicConfig(
@@ -63,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name in unknown_variables(os.environ):
         logger.warning("ignoring unknown configuration variable %s", name)
-    if options.check_config:
+    if stop is None:  # --check-config
         operations = _check_operations(settings, audit_sink)
         if operations is not None:
             print(describe_configuration(settings, registry))
@@ -76,7 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     dispatcher = Dispatcher(registry, server_version=__version__)
     framer = LineFramer()
     logger.info("serving %s", ", ".join(registry) or "no tools")
-    stop = StopSignals()
     handover = answer_handshake(dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd)
     if handover is not None:
         _run_session(
@@ -93,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         if audit_sink is not None:
             audit_sink.close()
+        if stop.last is not None:
+            # The session's own handlers log this once they run; none ran here.
+            logger.warning("received %s before the session started, ending it", stop.last.name)
         stop.restore()
         registry.release_unloaded()
         os.close(in_fd)

@@ -395,25 +395,27 @@ def test_ids_are_compared_by_type_as_well_as_value() -> None:
 # Malformed input, framing, oversized frames
 # --------------------------------------------------------------------------------------------
 
-MALFORMED = [
-    b"not json",
-    b"\x00\x01\x02\xff",
-    b"42",
-    b"null",
-    b'"ping"',
-    b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
-    b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
-    b'{"jsonrpc":"2.0","id":null,"method":"ping"}',
-    b'{"jsonrpc":"2.0","id":[1],"method":"ping"}',
-    b'{"jsonrpc":"2.0","id":1,"method":"ping"',
-    b'{"jsonrpc":"2.0","id":1,"method":"ping",}',
-    b'{"jsonrpc":"2.0","id":NaN,"method":"ping"}',
-    b'{"jsonrpc":"2.0","id":1e999,"method":"ping"}',
-    b'{"jsonrpc":"2.0","id":1,"method":"ping"} trailing',
-    b"\xef\xbb\xbf" + b'{"jsonrpc":"2.0","id":1,"method":"ping"}',  # a UTF-8 BOM
-    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\\ud800"}}',
-    b"[" * 200 + b"]" * 200,
-    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b'{"a":' * 150 + b"1" + b"}" * 151,
+# Each malformed line, and the id its error carries: null when no id can be read, the id
+# when it can, even though the line breaks the rules elsewhere.
+MALFORMED: list[tuple[bytes, int | None]] = [
+    (b"not json", None),
+    (b"\x00\x01\x02\xff", None),
+    (b"42", None),
+    (b"null", None),
+    (b'"ping"', None),
+    (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None),
+    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":[1],"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping"', 1),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping",}', 1),
+    (b'{"jsonrpc":"2.0","id":NaN,"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":1e999,"method":"ping"}', None),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping"} trailing', 1),
+    (b"\xef\xbb\xbf" + b'{"jsonrpc":"2.0","id":1,"method":"ping"}', None),  # a UTF-8 BOM
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"\\ud800"}}', 1),
+    (b"[" * 200 + b"]" * 200, None),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b'{"a":' * 150 + b"1" + b"}" * 151, 1),
 ]
 
 
@@ -421,14 +423,14 @@ MALFORMED = [
 def test_malformed_input_is_answered_with_one_error_each_and_the_session_continues() -> None:
     with running_server(FAST) as server:
         server.initialize()
-        for index, line in enumerate(MALFORMED):
+        for index, (line, expected_id) in enumerate(MALFORMED):
             server.send_raw(line + b"\n")
             server.send(ping(f"after-{index}"))
             messages = server.recv_through(f"after-{index}")
             assert len(messages) == 2, (line, messages)
             error = messages[0]
             assert set(error) == {"jsonrpc", "id", "error"}, line
-            assert error["id"] is None, line
+            assert error["id"] == expected_id, line
             assert error["error"]["code"] in (-32700, -32600), line
             assert isinstance(error["error"]["message"], str)
         finish(server)
@@ -743,6 +745,70 @@ def test_client_that_stops_reading_stops_the_server_reading() -> None:
                 pending += os.read(out_fd, 1 << 16)
         assert pending == b""
         assert written > 1000
+        assert server.request("ping")["result"] == {}
+        finish(server)
+
+
+def cpu_seconds_of(server: ServerProcess) -> float:
+    """User plus system CPU time the server has used, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.e2e
+def test_large_results_for_a_client_that_does_not_read_are_bounded(tmp_path: Path) -> None:
+    # 40 reads of 512 KiB of NUL bytes in one write: each reply is a response of 4 MiB (the
+    # read tool cuts a response there), 160 MiB in all, which a server that kept what it could
+    # not write would hold.
+    (tmp_path / "nul.txt").write_bytes(b"\0" * (512 * 1024))
+    env = {"MCP_SAFE_DATA_DIR": str(tmp_path), "MCP_METRICS_ENABLED": "false"}
+    calls = 40
+    with running_server(env) as server:
+        server.initialize()
+        burst = b"".join(
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "sandbox_fs_read",
+                        "arguments": {"relative_path": "nul.txt", "max_bytes": 512 * 1024},
+                    },
+                }
+            )
+            for n in range(calls)
+        )
+        server.send_raw(burst)
+        # With nobody reading, the server goes quiet: no call starts while the responses
+        # waiting are at their bound, so it stops using CPU well before the 40 are done.
+        deadline = time.monotonic() + 30
+        before = cpu_seconds_of(server)
+        while True:
+            time.sleep(1.0)
+            now = cpu_seconds_of(server)
+            if now - before < 0.1:
+                break
+            before = now
+            assert time.monotonic() < deadline, "the server kept working for nobody"
+        assert server.status_kib("VmHWM") < 128 * 1024
+        # Read everything: each call gets its result, or an in-band retryable refusal.
+        results = refused = 0
+        for _ in range(calls):
+            result = server.recv(timeout=60)["result"]
+            if result["isError"]:
+                problem = json.loads(result["content"][0]["text"])
+                assert problem["metadata"]["retryable"] is True, problem
+                refused += 1
+            else:
+                read = result["structuredContent"]
+                assert read["bytes_read"] > 0
+                assert read["bytes_read"] == 512 * 1024 or read["truncated"]
+                results += 1
+        assert results + refused == calls
+        assert results >= 16  # at least every call that had a slot when the client stalled
+        assert server.status_kib("VmHWM") < 128 * 1024
+        # And the session answers again at once.
         assert server.request("ping")["result"] == {}
         finish(server)
 

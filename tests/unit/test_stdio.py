@@ -1,4 +1,4 @@
-"""The handshake phase of the stdio shell, in-process over pipes."""
+"""The blocking phase of the stdio shell (before the event loop), in-process over pipes."""
 
 import contextlib
 import json
@@ -11,8 +11,8 @@ import pytest
 
 from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry
-from mcp_server_suite.core.server import Dispatcher, SessionState
-from mcp_server_suite.core.stdio import StopSignals, answer_handshake
+from mcp_server_suite.core.server import Dispatcher, SessionState, StartCall
+from mcp_server_suite.core.stdio import Handover, StopSignals, answer_handshake
 from tests.unit.test_core import ECHO
 
 INITIALIZE = json.dumps(
@@ -155,3 +155,92 @@ def test_restore_puts_back_the_previous_handlers() -> None:
     assert signal.getsignal(signal.SIGTERM) != before
     handlers.restore()
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def modern(request_id: object, method: str, **params: object) -> bytes:
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {"_meta": MODERN_META, **params},
+    }
+    return json.dumps(message).encode() + b"\n"
+
+
+def test_a_probe_is_answered_and_the_phase_goes_on_until_the_era_is_chosen(
+    pipes: tuple[int, int, int, int], stop: StopSignals
+) -> None:
+    client_out, server_in, server_out, client_in = pipes
+    os.write(client_out, modern("d", "server/discover") + modern(1, "tools/list") + b"\n")
+    session = dispatcher()
+    framer = LineFramer()
+    handover = answer_handshake(session, framer, stop, in_fd=server_in, out_fd=server_out)
+    # Both answered before the event loop, and the phase ended once the era was pinned.
+    assert handover == Handover()
+    assert session.state is SessionState.STATELESS
+    answers = read_lines(client_in)
+    assert [answer["id"] for answer in answers] == ["d", 1]
+    assert answers[0]["result"]["supportedVersions"] == ["2026-07-28"]  # type: ignore[index]
+
+
+def test_a_first_call_is_handed_over_unstarted_with_what_follows_still_buffered(
+    pipes: tuple[int, int, int, int], stop: StopSignals
+) -> None:
+    client_out, server_in, server_out, client_in = pipes
+    cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n'
+    os.write(client_out, modern(7, "tools/call", name="echo", arguments={"text": "a"}) + cancel)
+    session = dispatcher()
+    framer = LineFramer()
+    handover = answer_handshake(session, framer, stop, in_fd=server_in, out_fd=server_out)
+    assert handover is not None
+    assert isinstance(handover.first_call, StartCall)
+    assert handover.first_call.request_id == 7
+    assert session.in_flight == {7}
+    assert read_lines(client_in) == []
+    # The cancellation waits for the event loop, which will find the call started.
+    assert framer.next_frame() == cancel.rstrip(b"\n")
+
+
+def test_a_legacy_call_before_initialize_is_refused_in_the_phase(
+    pipes: tuple[int, int, int, int], stop: StopSignals
+) -> None:
+    client_out, server_in, server_out, client_in = pipes
+    call = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}\n'
+    os.write(client_out, call + INITIALIZE + b"\n")
+    session = dispatcher()
+    assert answer_handshake(session, LineFramer(), stop, in_fd=server_in, out_fd=server_out)
+    answers = read_lines(client_in)
+    assert [answer["id"] for answer in answers] == [3, 1]
+    assert answers[0]["error"]["code"] == -32600  # type: ignore[index]
+
+
+def test_a_signal_interrupts_a_write_blocked_on_a_client_that_does_not_read(
+    pipes: tuple[int, int, int, int], stop: StopSignals
+) -> None:
+    client_out, server_in, server_out, _ = pipes
+    # Enough pings that their answers overflow the pipe nobody reads.
+    pings = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n for n in range(4000))
+
+    def write() -> None:
+        # The pipe closes under a write still blocked when the test ends.
+        with contextlib.suppress(OSError):
+            os.write(client_out, pings)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        assert (
+            answer_handshake(dispatcher(), LineFramer(), stop, in_fd=server_in, out_fd=server_out)
+            is None
+        )
+    finally:
+        timer.join()
+    assert (stop.count, stop.last) == (1, signal.SIGTERM)

@@ -26,8 +26,9 @@ Rules:
    revision of the request that started it.
 
 Calling order: `handle_frame` for each frame from the framer; for each `StartCall`, exactly
-one of `call_succeeded`, `call_failed`, `call_crashed` or `call_abandoned` when it ends; at
-the end of the session, `begin_closing`, then `close_subscriptions` for what to send last.
+one of `call_succeeded`, `call_failed`, `call_crashed` or `call_abandoned` when it ends (and
+`reply_withheld` on what it returned, when that must not be sent); at the end of the
+session, `begin_closing`, then `close_subscriptions` for what to send last.
 """
 
 from collections.abc import Mapping
