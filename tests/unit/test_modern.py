@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -555,3 +558,39 @@ def test_the_schema_checks_catch_a_missing_result_type_and_an_undeclared_member(
     validate("ListToolsResult", complete)
     with pytest.raises(AssertionError):
         check_modern_message("tools/list", {**listing, "result": complete})
+
+
+def test_the_2026_opening_needs_neither_the_event_loop_nor_a_tool_dependency() -> None:
+    # What start-up runs before the first 2026 answers: the entry point's imports, then the
+    # dispatcher on server/discover and a stateless tools/list.
+    probe = textwrap.dedent(
+        """
+        import json, sys, tempfile
+        from pathlib import Path
+        import mcp_server_suite.__main__
+        from mcp_server_suite.config import SecretStr, Settings
+        from mcp_server_suite.core.server import Dispatcher
+        from mcp_server_suite.tools import build_registry
+
+        settings = Settings(
+            safe_data_dir=Path(tempfile.mkdtemp()),
+            sql_dsn=SecretStr("postgresql://u@h/db"),
+        )
+        dispatcher = Dispatcher(build_registry(settings), server_version="1")
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        for request_id, method in ((1, "server/discover"), (2, "tools/list")):
+            params = {"_meta": meta}
+            request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            answer = dispatcher.handle_frame(json.dumps(request).encode())
+            assert "result" in answer.message, answer
+        heavy = ("asyncio", "pydantic", "psutil", "psycopg", "sqlglot", "ctypes")
+        print(sorted(name for name in heavy if name in sys.modules))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout
