@@ -12,7 +12,8 @@ Figures, per server:
 
 - cold start: spawn to the `initialize` response, the median of `--runs` fresh processes,
   and then spawn to the first `tools/list` response (what a client waits for before it can
-  use the server)
+  use the server); and the same for a 2026-07-28 client, in other fresh processes: spawn to
+  the `server/discover` response, then to the stateless `tools/list` it sends next
   (the servers take turns, so a noisy moment hits all of them alike);
 - sequential pings per second: one request, then its response, then the next;
 - pipelined pings per second: a round of 5,000 pings written (by a second thread) while
@@ -65,6 +66,13 @@ BENCH_DIR: Final = REPO_ROOT / "benchmarks"
 
 PROTOCOL_VERSION: Final = "2025-11-25"
 
+# What every 2026-07-28 request carries in its params' `_meta`.
+MODERN_META: Final = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench-core", "version": "1"},
+}
+
 # The design document's concurrency default, and the depth the targets are stated at.
 IN_FLIGHT: Final = 16
 
@@ -105,6 +113,8 @@ class Figures:
 
     cold_starts_s: list[float] = field(default_factory=list)
     tool_lists_s: list[float] = field(default_factory=list)
+    discovers_s: list[float] = field(default_factory=list)
+    modern_tool_lists_s: list[float] = field(default_factory=list)
     rss_after_initialize_kib: int = 0
     sequential_ping_per_s: float = 0.0
     pipelined_ping_per_s: float = 0.0
@@ -180,6 +190,26 @@ class Child(NDJSONClient):
         user waits for, whatever the server does after answering `initialize`.
         """
         self.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        response = self.receive()
+        elapsed = time.monotonic() - self.started
+        if not response.get("result", {}).get("tools"):
+            raise ServerFailed(f"{self.name}: unexpected tools/list response {response}")
+        return elapsed
+
+    def time_discover(self) -> float:
+        """Probe with `server/discover`; return the seconds from spawn to its response."""
+        params = {"_meta": MODERN_META}
+        self.send({"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": params})
+        response = self.receive()
+        elapsed = time.monotonic() - self.started
+        if "2026-07-28" not in response.get("result", {}).get("supportedVersions", []):
+            raise ServerFailed(f"{self.name}: unexpected server/discover response {response}")
+        return elapsed
+
+    def list_tools_stateless(self) -> float:
+        """A 2026-07-28 `tools/list`; return the seconds from spawn to its response."""
+        params = {"_meta": MODERN_META}
+        self.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": params})
         response = self.receive()
         elapsed = time.monotonic() - self.started
         if not response.get("result", {}).get("tools"):
@@ -294,6 +324,12 @@ def measure_cold_starts(specs: Sequence[ServerSpec], runs: int) -> dict[str, Fig
                 figures[spec.name].tool_lists_s.append(child.list_tools())
             finally:
                 child.close()
+            modern = Child(spec)
+            try:
+                figures[spec.name].discovers_s.append(modern.time_discover())
+                figures[spec.name].modern_tool_lists_s.append(modern.list_tools_stateless())
+            finally:
+                modern.close()
     return figures
 
 
@@ -332,6 +368,14 @@ def format_table(specs: Sequence[ServerSpec], figures: Mapping[str, Figures]) ->
             "spawn to tools/list, median (ms)",
             [f"{statistics.median(figures[n].tool_lists_s) * 1000:.0f}" for n in names],
         ),
+        (
+            "spawn to server/discover, median (ms)",
+            [f"{statistics.median(figures[n].discovers_s) * 1000:.0f}" for n in names],
+        ),
+        (
+            "spawn to stateless tools/list (ms)",
+            [f"{statistics.median(figures[n].modern_tool_lists_s) * 1000:.0f}" for n in names],
+        ),
         ("ping/s, sequential", [f"{figures[n].sequential_ping_per_s:,.0f}" for n in names]),
         ("ping/s, pipelined", [f"{figures[n].pipelined_ping_per_s:,.0f}" for n in names]),
         ("tools/call/s, 1 in flight", [f"{figures[n].calls_per_s[1]:,.0f}" for n in names]),
@@ -361,6 +405,7 @@ def format_targets(figures: Mapping[str, Figures]) -> tuple[str, bool]:
     ours, sdk, echo = figures[OURS], figures[SDK], figures[ECHO]
     start_vs_echo = ours.cold_start_s / echo.cold_start_s
     sdk_vs_start = sdk.cold_start_s / ours.cold_start_s
+    discover_vs_echo = statistics.median(ours.discovers_s) / statistics.median(echo.discovers_s)
     pipelined_vs_echo = ours.pipelined_ping_per_s / echo.pipelined_ping_per_s
     peak_mib = ours.peak_rss_kib / 1024
     checks = [
@@ -369,6 +414,11 @@ def format_targets(figures: Mapping[str, Figures]) -> tuple[str, bool]:
             f"(aim {COLD_START_AIM_VS_ECHO:g}x)",
             f"{start_vs_echo:.2f}x",
             start_vs_echo <= COLD_START_MAX_VS_ECHO,
+        ),
+        (
+            f"spawn to server/discover <= {COLD_START_MAX_VS_ECHO:g}x the echo server's",
+            f"{discover_vs_echo:.2f}x",
+            discover_vs_echo <= COLD_START_MAX_VS_ECHO,
         ),
         (
             f"cold start >= {COLD_START_MIN_VS_SDK:g}x faster than the SDK's",

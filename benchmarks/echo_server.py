@@ -1,7 +1,8 @@
 """The floor for `bench_core.py`: a bare standard-library MCP server over stdio.
 
-It reads one JSON message per line and answers `initialize`, `ping`, `tools/list` and
-`tools/call` with canned JSON, flushing after every response. There is no validation, no
+It reads one JSON message per line and answers `initialize`, `server/discover`, `ping`,
+`tools/list` and `tools/call` with canned JSON, flushing after every response (the same
+answers whichever protocol era a request speaks). There is no validation, no
 concurrency and no tool work: whatever an MCP server does beyond this costs start-up time,
 memory or throughput, which is what the benchmark puts next to it.
 
@@ -20,6 +21,13 @@ _INITIALIZE: Final[dict[str, Any]] = {
     "protocolVersion": PROTOCOL_VERSION,
     "capabilities": {"tools": {"listChanged": False}},
     "serverInfo": {"name": "stdlib-echo", "version": "1"},
+}
+_DISCOVER: Final[dict[str, Any]] = {
+    "resultType": "complete",
+    "supportedVersions": ["2026-07-28"],
+    "capabilities": {"tools": {"listChanged": False}},
+    "ttlMs": 3_600_000,
+    "cacheScope": "public",
 }
 _TOOLS: Final[dict[str, Any]] = {
     "tools": [
@@ -43,6 +51,7 @@ _CALL: Final[dict[str, Any]] = {
 }
 _RESULTS: Final[dict[str, dict[str, Any]]] = {
     "initialize": _INITIALIZE,
+    "server/discover": _DISCOVER,
     "ping": {},
     "tools/list": _TOOLS,
     "tools/call": _CALL,
