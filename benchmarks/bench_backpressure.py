@@ -27,6 +27,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -86,6 +87,7 @@ class Figures:
     first_answer_ms: float = 0.0
     ping_answered: bool = False
     refusals: dict[str, int] = field(default_factory=dict)
+    failure: str | None = None
 
 
 def status_mib(pid: int, name: str) -> float:
@@ -145,12 +147,10 @@ def ensure_node_server() -> str:
     return version
 
 
-def _sample_peak(pid: int, until: float) -> float:
-    peak = 0.0
+def _sample_peak(pid: int, until: float, figures: Figures) -> None:
     while time.monotonic() < until:
-        peak = max(peak, status_mib(pid, "VmRSS"))
+        figures.stalled_peak_mib = max(figures.stalled_peak_mib, status_mib(pid, "VmHWM"))
         time.sleep(SAMPLE_EVERY_S)
-    return max(peak, status_mib(pid, "VmHWM"))
 
 
 def _classify(reply: dict[str, Any], figures: Figures) -> None:
@@ -170,9 +170,10 @@ def _classify(reply: dict[str, Any], figures: Figures) -> None:
 
 
 def measure(contender: Contender, calls: int, stall: float) -> Figures:
-    """Run the scenario against one server."""
+    """Run the scenario against one server; a server that dies is a result too."""
     client = NDJSONClient(contender.command, contender.env, "bench-backpressure")
     figures = Figures()
+    pid = client.process.pid
     try:
         client.handshake()
         requests = b"".join(
@@ -188,27 +189,42 @@ def measure(contender: Contender, calls: int, stall: float) -> Figures:
             for request_id in range(calls)
         )
         # A writer thread: a server that stops reading its input must not stall this script.
-        writer = threading.Thread(target=client.write, args=(requests,), daemon=True)
+        writer = threading.Thread(target=_write_quietly, args=(client, requests), daemon=True)
         writer.start()
-        figures.stalled_peak_mib = _sample_peak(client.process.pid, time.monotonic() + stall)
+        _sample_peak(pid, time.monotonic() + stall, figures)
         started = time.monotonic()
         _classify(client.receive(), figures)
         figures.first_answer_ms = (time.monotonic() - started) * 1000
         for _ in range(calls - 1):
             _classify(client.receive(), figures)
+            figures.overall_peak_mib = max(figures.overall_peak_mib, status_mib(pid, "VmHWM"))
         figures.drain_s = time.monotonic() - started
         writer.join(READ_TIMEOUT_S)
         client.send({"jsonrpc": "2.0", "id": "ping", "method": "ping"})
         figures.ping_answered = client.receive().get("id") == "ping"
-        figures.overall_peak_mib = status_mib(client.process.pid, "VmHWM")
-    except ServerFailed as exc:
-        raise ServerFailed(f"{contender.name}: {exc}\nstderr:\n{client.stderr()}") from None
+        figures.overall_peak_mib = max(figures.overall_peak_mib, status_mib(pid, "VmHWM"))
+    except (ServerFailed, OSError) as exc:
+        # The last line the server wrote to stderr says best what went wrong.
+        lines = [line for line in client.stderr().splitlines() if line.strip()]
+        figures.failure = f"{type(exc).__name__}; stderr: {lines[-1] if lines else '-'}"[:120]
     finally:
+        figures.overall_peak_mib = max(figures.overall_peak_mib, figures.stalled_peak_mib)
         client.close()
     return figures
 
 
+def _write_quietly(client: NDJSONClient, data: bytes) -> None:
+    # A server that dies mid-write ends the write; the benchmark reports the death.
+    with contextlib.suppress(OSError):
+        client.write(data)
+
+
 def _row(name: str, figures: Figures, calls: int) -> str:
+    if figures.failure is not None:
+        return (
+            f"{name:<46} {figures.stalled_peak_mib:>9.1f} {figures.overall_peak_mib:>9.1f} "
+            f"died after {figures.answered + figures.refused} answers ({figures.failure})"
+        )
     return (
         f"{name:<46} {figures.stalled_peak_mib:>9.1f} {figures.overall_peak_mib:>9.1f} "
         f"{figures.answered:>5}/{calls:<3} {figures.refused:>7} {figures.first_answer_ms:>9.0f} "
@@ -260,7 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"peak RSS under {PEAK_RSS_TARGET_MIB:g} MiB",
             lambda: ours.overall_peak_mib < PEAK_RSS_TARGET_MIB,
         ),
-        ("every call answered", lambda: ours.answered + ours.refused == options.calls),
+        (
+            "every call answered",
+            lambda: ours.failure is None and ours.answered + ours.refused == options.calls,
+        ),
         ("the session answers again once read", lambda: ours.ping_answered),
     ]
     print("targets for mcp-server-suite:")

@@ -4,9 +4,11 @@ Called by `scripts/coverage-gate.sh` after pytest has written its coverage data.
 
 Gated modules, inside the `mcp_server_suite` package: every module of the SQL tool's package
 (`tools/sql/*.py`), every module of the file tools' package (`tools/fs/*.py`), every module of
-`guardrails/`, and every module of `audit/` (the trail that answers the threat model's
-Repudiation row). Each of `tools/sql/__init__.py`, `tools/fs/read.py` and
-`guardrails/` must be present in the data: a gate that matches nothing proves nothing.
+`guardrails/`, every module of `audit/` (the trail that answers the threat model's
+Repudiation row), the protocol core without I/O (framing, the JSON-RPC guard, the dispatcher
+and both eras, the output bound) and the error taxonomy. Each of `tools/sql/__init__.py`,
+`tools/fs/read.py` and `guardrails/` must be present in the data: a gate that matches nothing
+proves nothing.
 
 Every gated file with a missing line or branch is printed with its missing lines and its
 missing branches (`12->14`, or `12->exit` for a branch that leaves the function).
@@ -34,6 +36,18 @@ GATED: Final = (
     "tools/fs/*.py",
     "guardrails/*.py",
     "audit/*.py",
+    "core/framing.py",
+    "core/jsonrpc.py",
+    "core/actions.py",
+    "core/versions.py",
+    "core/methods.py",
+    "core/legacy.py",
+    "core/modern.py",
+    "core/server.py",
+    "core/backpressure.py",
+    "schemas/errors.py",
+    "schemas/problems.py",
+    "schemas/echo.py",
 )
 REQUIRED: Final = ("tools/sql/__init__.py", "tools/fs/read.py", "guardrails/*.py")
 

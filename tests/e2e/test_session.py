@@ -755,58 +755,99 @@ def cpu_seconds_of(server: ServerProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def nul_read(request_id: int, max_bytes: int = MIB) -> bytes:
+    return frame(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {
+                "name": "sandbox_fs_read",
+                "arguments": {"relative_path": "nul.txt", "max_bytes": max_bytes},
+            },
+        }
+    )
+
+
+def wait_until_quiet(server: ServerProcess, within: float = 30.0) -> None:
+    """Wait until the server uses less than 0.1 s of CPU in a second: it works for nobody."""
+    deadline = time.monotonic() + within
+    before = cpu_seconds_of(server)
+    while True:
+        time.sleep(1.0)
+        now = cpu_seconds_of(server)
+        if now - before < 0.1:
+            return
+        before = now
+        assert time.monotonic() < deadline, "the server kept working for nobody"
+
+
+@pytest.mark.e2e
+def test_no_tool_starts_while_the_responses_waiting_are_at_their_bound(tmp_path: Path) -> None:
+    # Three slots and fifteen reads of 295 KiB of NUL bytes (3.75 MiB responses once escaped)
+    # in one write, as many as the limiter's queue takes, nobody reading. Nine results pass
+    # the 32 MiB bound (eight stay 2 MiB below it); the two other calls in a slot at that
+    # moment may have passed the gate already, and whatever takes a slot after it stops at
+    # the gate before its tool runs. The audit trail, which records each call as its reply is
+    # decided, shows it: nine to eleven tools ran while the client did not read, and all
+    # fifteen once it reads. Without the gate all fifteen would run and their responses wait.
+    size = 295 * 1024
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "nul.txt").write_bytes(b"\0" * size)
+    log = tmp_path / "audit.jsonl"
+    env = {
+        "MCP_SAFE_DATA_DIR": str(data),
+        "MCP_METRICS_ENABLED": "false",
+        "MCP_MAX_CONCURRENT_TOOLS": "3",
+        "MCP_TOOL_ACQUIRE_TIMEOUT_SECONDS": "60",
+        "MCP_AUDIT_LOG": str(log),
+    }
+    calls = 15
+
+    def ran() -> list[tuple[int, str]]:
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        return [(int(record["request_id"]), str(record["outcome"])) for record in records]
+
+    with running_server(env) as server:
+        server.initialize()
+        server.send_raw(b"".join(nul_read(n, size) for n in range(calls)))
+        wait_until_quiet(server)
+        assert 9 <= len(ran()) <= 11, ran()
+        assert {outcome for _, outcome in ran()} == {"ok"}
+        for _ in range(calls):
+            reply = server.recv(timeout=60)
+            assert reply["result"]["structuredContent"]["bytes_read"] == size
+        assert server.request("ping")["result"] == {}
+        finish(server)
+    assert sorted(request_id for request_id, _ in ran()) == list(range(calls))
+
+
 @pytest.mark.e2e
 def test_large_results_for_a_client_that_does_not_read_are_bounded(tmp_path: Path) -> None:
-    # 40 reads of 512 KiB of NUL bytes in one write: each reply is a response of 4 MiB (the
-    # read tool cuts a response there), 160 MiB in all, which a server that kept what it could
-    # not write would hold.
-    (tmp_path / "nul.txt").write_bytes(b"\0" * (512 * 1024))
+    # 40 reads of 1 MiB of NUL bytes in one write: responses of 4 MiB each (the read tool cuts
+    # a response there), 160 MiB in all, which a server that kept what it could not write
+    # would hold.
+    (tmp_path / "nul.txt").write_bytes(b"\0" * MIB)
     env = {"MCP_SAFE_DATA_DIR": str(tmp_path), "MCP_METRICS_ENABLED": "false"}
     calls = 40
     with running_server(env) as server:
         server.initialize()
-        burst = b"".join(
-            frame(
-                {
-                    "jsonrpc": "2.0",
-                    "id": n,
-                    "method": "tools/call",
-                    "params": {
-                        "name": "sandbox_fs_read",
-                        "arguments": {"relative_path": "nul.txt", "max_bytes": 512 * 1024},
-                    },
-                }
-            )
-            for n in range(calls)
-        )
-        server.send_raw(burst)
-        # With nobody reading, the server goes quiet: no call starts while the responses
-        # waiting are at their bound, so it stops using CPU well before the 40 are done.
-        deadline = time.monotonic() + 30
-        before = cpu_seconds_of(server)
-        while True:
-            time.sleep(1.0)
-            now = cpu_seconds_of(server)
-            if now - before < 0.1:
-                break
-            before = now
-            assert time.monotonic() < deadline, "the server kept working for nobody"
+        server.send_raw(b"".join(nul_read(n) for n in range(calls)))
+        # With nobody reading, the server goes quiet: the calls in the slots stop at the
+        # output gate, so it uses no CPU for answers nobody takes.
+        wait_until_quiet(server)
         assert server.status_kib("VmHWM") < 128 * 1024
         # Read everything: each call gets its result, or an in-band retryable refusal.
-        results = refused = 0
         for _ in range(calls):
             result = server.recv(timeout=60)["result"]
             if result["isError"]:
                 problem = json.loads(result["content"][0]["text"])
                 assert problem["metadata"]["retryable"] is True, problem
-                refused += 1
             else:
                 read = result["structuredContent"]
-                assert read["bytes_read"] > 0
-                assert read["bytes_read"] == 512 * 1024 or read["truncated"]
-                results += 1
-        assert results + refused == calls
-        assert results >= 16  # at least every call that had a slot when the client stalled
+                assert 0 < read["bytes_read"] <= MIB
+                assert read["bytes_read"] == MIB or read["truncated"]
         assert server.status_kib("VmHWM") < 128 * 1024
         # And the session answers again at once.
         assert server.request("ping")["result"] == {}

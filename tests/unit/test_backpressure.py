@@ -359,3 +359,24 @@ def test_large_blocks_go_back_to_the_system() -> None:
     # The test machine runs glibc, whose mallopt reports success with 1.
     assert _session._return_large_blocks_to_the_system()
     assert _session._return_large_blocks_to_the_system()
+
+
+class _SpillingInflater:
+    """An inflater whose flush hands back more than one piece (zlib may hold output back)."""
+
+    unconsumed_tail = b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        return b"a" * min(3, max_length)
+
+    def flush(self) -> bytes:
+        return b"b" * 10
+
+
+def test_what_the_inflater_holds_back_comes_out_in_pieces_too() -> None:
+    from mcp_server_suite.core.backpressure import _Packed
+
+    packed = _Packed(b"z", 13, _inflater=_SpillingInflater())  # type: ignore[arg-type]
+    pieces = [bytes(packed.take(4)) for _ in range(4)]
+    assert pieces == [b"aaab", b"bbbb", b"bbbb", b"b"]
+    assert packed.exhausted

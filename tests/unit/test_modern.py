@@ -594,3 +594,48 @@ def test_the_2026_opening_needs_neither_the_event_loop_nor_a_tool_dependency() -
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+@pytest.mark.parametrize("ending", ["succeeded", "failed", "crashed"])
+@pytest.mark.parametrize("opening", ["legacy", "modern"])
+def test_a_withheld_reply_keeps_the_shape_of_the_reply_it_replaces(
+    opening: str, ending: str
+) -> None:
+    session = Session()
+    if opening == "legacy":
+        session.dispatcher.handle_frame(request(0, "initialize", init_params()))
+        session.dispatcher.handle_frame(request(1, "tools/call", {"name": "echo"}))
+    else:
+        session.send(modern_request(1, "tools/call", {"name": "echo"}))
+    problem = Problem.of(MCPErrorCode.INTERNAL_ERROR, "withheld", metadata={"retryable": True})
+    if ending == "succeeded":
+        reply = session.dispatcher.call_succeeded(1, {"text": "a" * 100}, '{"text": "a"}')
+    elif ending == "failed":
+        reply = session.dispatcher.call_failed(1, Problem.of(MCPErrorCode.ACCESS_DENIED, "no"))
+    else:
+        reply = session.dispatcher.call_crashed(1, "c0ffee")
+    withheld = dict(session.dispatcher.reply_withheld(reply, problem).message)
+    assert withheld["id"] == 1
+    result = withheld["result"]
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    assert json.loads(result["content"][0]["text"])["metadata"] == {"retryable": True}
+    assert ("resultType" in result) == (opening == "modern")
+    if opening == "modern":
+        check_modern_message("tools/call", withheld)
+
+
+def test_only_a_calls_reply_can_be_withheld() -> None:
+    session = Session()
+    answer = session.send(modern_request(1, "server/discover"))
+    problem = Problem.of(MCPErrorCode.INTERNAL_ERROR, "withheld")
+    with pytest.raises(ValueError, match="only a call's reply"):
+        session.dispatcher.reply_withheld(answer, problem)
+
+
+def test_finishing_a_call_that_is_not_in_flight_is_a_bug_in_the_shell() -> None:
+    session = Session()
+    with pytest.raises(RuntimeError, match="no call with this id"):
+        session.dispatcher.call_succeeded(99, {}, "{}")
+    # Forgetting one is harmless, whatever it was.
+    session.dispatcher.call_abandoned(99)
