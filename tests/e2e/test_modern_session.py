@@ -184,12 +184,16 @@ def test_a_first_call_in_2026_runs_and_its_cancellation_right_behind_it_is_honou
         reply = session.check("tools/list", server.recv())
         assert reply["id"] == "after"
         server.expect_silence(2.5)  # the cancelled call is never answered
+        server.close_stdin()
+        assert server.wait() == 0
         # A call as the first request, not cancelled, is answered.
         second = ServerProcess({"MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01"})
         try:
             second.send(call)
             answer = ModernSession(second).check("tools/call", second.recv())
             assert answer["result"]["isError"] is False
+            second.close_stdin()
+            assert second.wait() == 0
         finally:
             second.kill()
     finally:

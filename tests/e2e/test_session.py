@@ -854,6 +854,55 @@ def test_large_results_for_a_client_that_does_not_read_are_bounded(tmp_path: Pat
         finish(server)
 
 
+@pytest.mark.e2e
+def test_results_that_would_hold_too_much_are_refused_retryably(tmp_path: Path) -> None:
+    # 64 slots, 64 reads of 1 MiB of random bytes decoded as latin-1: every reply is up to
+    # 4 MiB of escapes that do not compress, and all 64 start before any is written. Once the
+    # responses waiting hold 32 MiB, the successful results still finishing are replaced by
+    # a small retryable refusal instead of being held.
+    (tmp_path / "noise.txt").write_bytes(os.urandom(MIB))
+    env = {
+        "MCP_SAFE_DATA_DIR": str(tmp_path),
+        "MCP_METRICS_ENABLED": "false",
+        "MCP_MAX_CONCURRENT_TOOLS": "64",
+    }
+    calls = 64
+    arguments = {"relative_path": "noise.txt", "max_bytes": MIB, "encoding": "latin-1"}
+    burst = b"".join(
+        frame(
+            {
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {"name": "sandbox_fs_read", "arguments": arguments},
+            }
+        )
+        for n in range(calls)
+    )
+    with running_server(env) as server:
+        server.initialize()
+        server.send_raw(burst)
+        time.sleep(3.0)
+        results = dropped = 0
+        for _ in range(calls):
+            result = server.recv(timeout=60)["result"]
+            if result["isError"]:
+                problem = json.loads(result["content"][0]["text"])
+                assert problem["metadata"] == {"retryable": True}, problem
+                assert "was ready, but earlier responses still wait" in problem["detail"]
+                dropped += 1
+            else:
+                read = result["structuredContent"]
+                assert 0 < read["bytes_read"] <= MIB
+                assert read["bytes_read"] == MIB or read["truncated"]
+                results += 1
+        assert results > 0
+        assert dropped > 0
+        assert "dropped a" in server.stderr
+        assert server.request("ping")["result"] == {}
+        finish(server)
+
+
 # --------------------------------------------------------------------------------------------
 # Leaks
 # --------------------------------------------------------------------------------------------
