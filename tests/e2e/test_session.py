@@ -824,6 +824,44 @@ def test_no_tool_starts_while_the_responses_waiting_are_at_their_bound(tmp_path:
 
 
 @pytest.mark.e2e
+def test_the_inline_shortcut_stands_aside_while_the_responses_waiting_are_at_their_bound(
+    tmp_path: Path,
+) -> None:
+    # Reads of 64 KiB of a cached file are answered at once, on the event loop (832 KiB
+    # responses of escaped NUL bytes). Eighty of them in one write, nobody reading: forty
+    # responses pass the 32 MiB bound, and from then on the shortcut stands aside, so each
+    # further call takes the full path and stops at the gate, or waits for a slot held there.
+    size = 64 * 1024
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "nul.txt").write_bytes(b"\0" * size)
+    log = tmp_path / "audit.jsonl"
+    env = {
+        "MCP_SAFE_DATA_DIR": str(data),
+        "MCP_METRICS_ENABLED": "false",
+        "MCP_TOOL_ACQUIRE_TIMEOUT_SECONDS": "60",
+        "MCP_AUDIT_LOG": str(log),
+    }
+    calls = 80
+
+    def ran() -> int:
+        return len(log.read_text().splitlines())
+
+    with running_server(env) as server:
+        server.initialize()
+        # The first read puts the file and its name in the caches the shortcut relies on.
+        server.call_tool("sandbox_fs_read", {"relative_path": "nul.txt", "max_bytes": size})
+        server.send_raw(b"".join(nul_read(n, size) for n in range(calls)))
+        wait_until_quiet(server)
+        assert 1 + 40 <= ran() <= 1 + 42
+        for _ in range(calls):
+            reply = server.recv(timeout=60)
+            assert reply["result"]["structuredContent"]["bytes_read"] == size
+        finish(server)
+    assert ran() == 1 + calls
+
+
+@pytest.mark.e2e
 def test_large_results_for_a_client_that_does_not_read_are_bounded(tmp_path: Path) -> None:
     # 40 reads of 1 MiB of NUL bytes in one write: responses of 4 MiB each (the read tool cuts
     # a response there), 160 MiB in all, which a server that kept what it could not write
