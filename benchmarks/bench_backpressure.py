@@ -2,9 +2,10 @@
 
 The scenario of the protocol issue: a client writes 80 `tools/call` reads of a 1 MiB file of
 NUL bytes in one go, then reads nothing for a while. Each result is a 13 MiB response (every
-NUL byte is `\\u0000` in the structured result and `\\\\u0000` in the text block beside it),
-so a server that keeps what it cannot write holds a gigabyte. Then the client reads
-everything, and pings: the server must answer again as soon as it is read.
+NUL byte is `\\u0000` in the structured result and `\\\\u0000` in the text block beside it)
+unless the tool cuts it (this server's read tool cuts each at 4 MiB), so a server that keeps
+what it cannot write holds up to a gigabyte. Then the client reads everything, and pings:
+the server must answer again as soon as it is read.
 
 The servers, side by side, each with its own read tool on the same file:
 

@@ -46,11 +46,12 @@ __all__ = [
     "OutputQueue",
 ]
 
-# Two of the largest responses a tool returns today (13 MiB for 1 MiB of NUL bytes) fit, so a
-# client that reads slowly gets them back to back; with the process's own footprint (about
-# 35 MiB with the file tool loaded) and the one reply being built (three times its size while
-# it is shaped and encoded), what a client that stops reading pins stays well under the
-# 128 MiB a session is allowed.
+# Eight of the largest responses the tools return by default (4 MiB: the file tools' cut, and
+# the SQL tool's at its default result size) fit, so a client that reads slowly gets them back
+# to back, and a response of any size still goes when nothing waits before it. With the
+# process's own footprint (about 35 MiB with the file tool loaded) and the replies being built
+# (three times their size while they are shaped and encoded), what a client that stops reading
+# pins stays well under the 128 MiB a session is allowed.
 MAX_PENDING_OUTPUT_BYTES: Final = 32 * 1024 * 1024
 
 # A client that keeps up has at most a few pieces waiting at any moment; 4 MiB behind the
