@@ -13,6 +13,7 @@ what it answers, plus a closed-world check of the members the server builds.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -198,3 +199,24 @@ def test_a_first_call_in_2026_runs_and_its_cancellation_right_behind_it_is_honou
             second.kill()
     finally:
         server.kill()
+
+
+def test_the_audit_trail_names_the_client_of_each_2026_call(tmp_path: Path) -> None:
+    # A 2026 client has no handshake: who it is comes with each request, and each call's
+    # record carries it, even for the first call, which the blocking phase hands over.
+    log = tmp_path / "audit.jsonl"
+    server = ServerProcess({"MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01", "MCP_AUDIT_LOG": str(log)})
+    session = ModernSession(server)
+    try:
+        session.request(1, "tools/call", {"name": "system_metrics", "arguments": {}})
+        other = {"io.modelcontextprotocol/clientInfo": {"name": "other", "version": "2"}}
+        session.request(2, "tools/call", {"name": "system_metrics", "arguments": {}}, meta=other)
+        server.close_stdin()
+        assert server.wait() == 0
+    finally:
+        server.kill()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(record["request_id"], record["client"], record["outcome"]) for record in records] == [
+        (1, {"name": "e2e-modern", "version": "1.0"}, "ok"),
+        (2, {"name": "other", "version": "2"}, "ok"),
+    ]
