@@ -14,7 +14,7 @@ import textwrap
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mcp_server_suite import SERVER_NAME, SERVER_TITLE
@@ -334,6 +334,10 @@ def test_an_overlong_requested_version_is_echoed_bounded(session: Session) -> No
     assert error["data"]["requested"] == "v" * 64
 
 
+# The `LoggingLevel` values of the 2026 schema.
+LEVELS = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+
 @given(
     st.dictionaries(
         st.sampled_from([PV, CAPS, INFO, LEVEL, "progressToken", "x"]),
@@ -348,10 +352,13 @@ def test_an_overlong_requested_version_is_echoed_bounded(session: Session) -> No
         ),
     )
 )
+@example({PV: "2026-07-28", CAPS: {}, LEVEL: {}})
+@example({PV: "2026-07-28", CAPS: {}, LEVEL: []})
 def test_any_meta_is_accepted_refused_or_told_to_retry(bad_meta: dict[str, Any]) -> None:
     session = Session()
     message = session.message(request(1, "tools/list", {"_meta": bad_meta}))
     info = bad_meta.get(INFO)
+    level = bad_meta.get(LEVEL, "info")
     valid = (
         bad_meta.get(PV) == "2026-07-28"
         and isinstance(bad_meta.get(CAPS), dict)
@@ -363,8 +370,8 @@ def test_any_meta_is_accepted_refused_or_told_to_retry(bad_meta: dict[str, Any])
                 and isinstance(info.get("version"), str)
             )
         )
-        and bad_meta.get(LEVEL, "info")
-        in {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+        and isinstance(level, str)
+        and level in LEVELS
     )
     if valid:
         assert "result" in message
