@@ -38,6 +38,7 @@ from mcp_server_suite.core.versions import (
     modern_revision,
 )
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
+from mcp_server_suite.tools.catalog import load_catalog
 from tests.support.mcp_schema import assert_invalid, check_modern_message, validate
 from tests.unit.test_core import ECHO, init_params, request
 
@@ -125,6 +126,13 @@ def test_the_modern_row_and_its_lookup() -> None:
 # --------------------------------------------------------------------------------------------
 # server/discover, tools/list, tools/call
 # --------------------------------------------------------------------------------------------
+
+
+def test_the_instructions_name_every_tool() -> None:
+    # Both eras hand the model these instructions: a tool they leave out is one the model
+    # learns of only from the list, without the hint of when to use it.
+    for name in load_catalog():
+        assert name in INSTRUCTIONS
 
 
 def test_discover_result(session: Session) -> None:

@@ -57,10 +57,12 @@ SERVER_DESCRIPTION: Final = (
     "behind strict validation."
 )
 INSTRUCTIONS: Final = (
-    "Every tool only reads. read_only_sql runs one SELECT (a row cap is applied for you); "
-    "sandbox_fs_read reads text files by path relative to the sandbox root; "
-    "system_metrics reports CPU, memory and disk use. A refused call returns an RFC 9457 "
-    "problem document whose detail says what to change."
+    "Every tool only reads. sql_schema lists the tables and columns read_only_sql may "
+    "query; read_only_sql runs one SELECT (a row cap is applied for you). sandbox_fs_list "
+    "lists a directory and sandbox_fs_read reads a text file, both by path relative to the "
+    "sandbox root (a large file is read in pieces with offset); system_metrics reports CPU, "
+    "memory and disk use. A refused call returns an RFC 9457 problem document whose detail "
+    "says what to change."
 )
 
 # Where a 2026-07-28 result names the server that produced it.
