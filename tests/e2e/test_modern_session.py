@@ -63,7 +63,7 @@ def test_every_response_of_a_2026_session_validates() -> None:
     session = ModernSession(server)
     try:
         discovered = session.request("d", "server/discover")["result"]
-        assert discovered["supportedVersions"] == ["2026-07-28"]
+        assert discovered["supportedVersions"][0] == "2026-07-28"
         identity = discovered["_meta"]["io.modelcontextprotocol/serverInfo"]
         assert (identity["name"], identity["version"]) == (SERVER_NAME, __version__)
 

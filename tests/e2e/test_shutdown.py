@@ -48,7 +48,7 @@ MODERN_META = {
 def _open(server: ServerProcess, phase: str) -> None:
     if phase == "probed":
         reply = server.request("server/discover", {"_meta": MODERN_META})
-        assert reply["result"]["supportedVersions"] == ["2026-07-28"]
+        assert reply["result"]["supportedVersions"][0] == "2026-07-28"
     elif phase == "modern":
         assert server.request("tools/list", {"_meta": MODERN_META})["result"]["tools"]
     elif phase in ("legacy", "calling"):

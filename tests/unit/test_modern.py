@@ -138,7 +138,7 @@ def test_the_instructions_name_every_tool() -> None:
 def test_discover_result(session: Session) -> None:
     result = session.message(modern_request("d", "server/discover"))["result"]
     assert result == {
-        "supportedVersions": ["2026-07-28"],
+        "supportedVersions": list(SUPPORTED_VERSIONS),
         "capabilities": {"tools": {"listChanged": False}},
         "instructions": INSTRUCTIONS,
         "ttlMs": CACHE_TTL_MS,
@@ -335,6 +335,18 @@ def test_unsupported_versions_before_and_after_the_era_is_chosen(session: Sessio
     session.message(modern_request(3, "tools/list"))
     after = session.message(modern_request(4, "tools/list", pv="2027-01-01"))["error"]
     assert after["data"] == {"supported": ["2026-07-28"], "requested": "2027-01-01"}
+
+
+def test_discovery_and_the_version_error_name_the_same_versions(session: Session) -> None:
+    # A client may read either list and retry with a version from it: they must agree,
+    # before the era is chosen (every version) and after (the modern ones alone).
+    for pinned in (False, True):
+        discovered = session.message(modern_request("d", "server/discover"))["result"]
+        refused = session.message(modern_request("r", "tools/list", pv="1900-01-01"))["error"]
+        assert discovered["supportedVersions"] == refused["data"]["supported"]
+        expected = MODERN_VERSIONS if pinned else SUPPORTED_VERSIONS
+        assert discovered["supportedVersions"] == list(expected)
+        session.message(modern_request("pin", "tools/list"))
 
 
 def test_an_overlong_requested_version_is_echoed_bounded(session: Session) -> None:

@@ -210,12 +210,21 @@ def read_envelope(host: ModernHost, request: Request) -> Envelope:
     revision = modern_revision(version)
     if revision is None:
         raise UnsupportedVersion(
-            version[:_MAX_VERSION_ECHO_CHARS],
-            MODERN_VERSIONS if host.era_pinned else SUPPORTED_VERSIONS,
-            request_id=request.id,
+            version[:_MAX_VERSION_ECHO_CHARS], supported_versions(host), request_id=request.id
         )
     client = ClientInfo.of(info["name"], info["version"]) if isinstance(info, dict) else None
     return Envelope(revision, client)
+
+
+def supported_versions(host: ModernHost) -> tuple[str, ...]:
+    """The versions this session can still be spoken in, as discovery and `-32022` list them.
+
+    Every supported version while the era is open (a client reaches the legacy ones through
+    `initialize`, as the specification's own example of `-32022` lists them), only the modern
+    ones once a request has pinned the session to this era. Both answers name the same set,
+    so a client that reads one never retries with a version the other would refuse.
+    """
+    return MODERN_VERSIONS if host.era_pinned else SUPPORTED_VERSIONS
 
 
 def refuse_handshake(request: Request) -> NoReturn:
@@ -246,9 +255,7 @@ def closing_result(host: Host, request_id: RequestId, revision: ProtocolRevision
 
 def _discover(host: ModernHost, request: Request, envelope: Envelope) -> Action:
     body: dict[str, JSONValue] = {
-        # Only the versions a request can name in its _meta: the legacy ones are reached
-        # through initialize, and a client picks from this list for its next requests.
-        "supportedVersions": list(MODERN_VERSIONS),
+        "supportedVersions": list(supported_versions(host)),
         "capabilities": {"tools": {"listChanged": False}},
         "instructions": INSTRUCTIONS,
         "ttlMs": CACHE_TTL_MS,
