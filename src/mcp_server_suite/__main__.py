@@ -100,10 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stop.last is not None:
             # The session's own handlers log this once they run; none ran here.
             logger.warning("received %s before the session started, ending it", stop.last.name)
-        stop.restore()
         registry.release_unloaded()
         os.close(in_fd)
         os.close(out_fd)
+    stop.ignore()
     logger.info("session ended")
     return 0
 
@@ -174,6 +174,8 @@ def _run_session(
             await registry.aclose()
 
     asyncio.run(session())
+    # The loop's close restored the default actions; nothing is left for a signal to stop.
+    stop.ignore()
 
 
 def _check_operations(settings: Settings, audit_sink: AuditSink | None) -> str | None:

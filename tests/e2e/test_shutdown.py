@@ -192,3 +192,34 @@ def test_a_signal_during_start_up_is_counted_not_fatal(signum: signal.Signals) -
         assert server.wait(timeout=EXIT_WITHIN_S + 5) == 0
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("phase", ["opening", "legacy", "modern"])
+def test_signals_after_the_end_of_input_do_not_kill_the_exit(
+    phase: str, signum: signal.Signals
+) -> None:
+    # The TypeScript SDK reaps a server by closing its stdin, sending SIGTERM and, a second
+    # later, SIGKILL. Signals that arrive while the process closes its tools and descriptors
+    # after the session ended must leave the exit status 0, not kill it: here they keep
+    # coming every few milliseconds from the end of input until the process is gone, so
+    # every step of the way out meets one.
+    for _ in range(3):
+        server = ServerProcess({"MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01"})
+        try:
+            if phase == "opening":
+                # A ping answered: the server's own handlers are installed (a signal before
+                # the interpreter has even run them takes the default action, as it must).
+                assert server.request("ping")["result"] == {}
+            else:
+                _open(server, phase)
+            server.close_stdin()
+            deadline = time.monotonic() + EXIT_WITHIN_S + 5
+            while server.process.poll() is None:
+                assert time.monotonic() < deadline
+                with contextlib.suppress(ProcessLookupError):
+                    server.signal(signum)
+                time.sleep(0.003)
+            assert server.wait() == 0, server.stderr
+        finally:
+            server.kill()

@@ -766,7 +766,14 @@ async def serve_session(
     try:
         await session.run()
     finally:
+        # Until the loop closes, a stop signal finds nothing left to stop: it is noted and
+        # dropped instead of restoring the default action, which would kill the process
+        # while it closes the tools' resources.
+        for signum in installed:
+            loop.add_signal_handler(signum, _after_the_session, signum)
         await channel.aclose()
         stop_workers()
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+
+
+def _after_the_session(signum: int) -> None:
+    logger.debug("received %s after the session ended", signal.Signals(signum).name)

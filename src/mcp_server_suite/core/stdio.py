@@ -34,7 +34,7 @@ between the phases; a stop signal or a client gone during the phase ends the ses
 while a write is blocked on a client that does not read.
 
 Calling order: `claim_stdio` and `StopSignals()`, then `answer_handshake`, then, if it
-returned a `Handover`, `serve` with it; otherwise `StopSignals.restore`.
+returned a `Handover`, `serve` with it; then `StopSignals.ignore` while the process exits.
 """
 
 from __future__ import annotations
@@ -137,6 +137,17 @@ class StopSignals:
         """Put back the handlers that were installed before."""
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+
+    @staticmethod
+    def ignore() -> None:
+        """Ignore stop signals from now on: the session has ended and the process is exiting.
+
+        A client that closes stdin and then sends SIGTERM (the TypeScript SDK reaps its
+        servers so, a second later SIGKILL) must not turn the exit status 0 of a clean end
+        into death by signal while the process closes its pool and descriptors.
+        """
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 @dataclass(frozen=True, slots=True)
