@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite from a fresh clone: the locked environment, the MCP Inspector
-# used as a second real client, then pytest with the coverage floor. Arguments go to pytest.
+# Runs the whole test suite from a fresh clone: the locked environment, the Node.js clients
+# the interoperability tests drive, then pytest with the coverage floor. Arguments go to pytest.
 # The suite starts its own throwaway PostgreSQL on a Unix socket from the server binaries
 # (Debian: `apt-get install postgresql postgresql-contrib`).
 set -euo pipefail
@@ -59,5 +59,6 @@ have socat ||
 export PATH
 # --- End of prerequisites ----------------------------------------------------------------
 
-scripts/install-inspector.sh
+# The real MCP clients (TypeScript client, Inspector 2.x and 0.15, Node.js 22): tests/clients.
+scripts/install-clients.sh
 exec uv run --locked --no-sync pytest "$@"
