@@ -1,0 +1,94 @@
+"""The official TypeScript client (`@modelcontextprotocol/client` 2.x) against the real server.
+
+`tests/clients/ts_client.cjs` connects with the client's `versionNegotiation` set to one of:
+- `{mode: {pin: "2026-07-28"}}`: the modern era at exactly that revision, no fallback;
+- `{mode: "auto"}`: probe `server/discover` (on a short-lived sibling server process, as the
+  client's stdio transport does) and fall back to `initialize` on a legacy answer; against
+  this server it must settle on 2026-07-28;
+- `{mode: "legacy"}` (the client's default): the 2025-11-25 handshake.
+
+It lists the tools and makes the calls of `tests.support.clients.CALLS`. `callTool` validates
+each successful result's `structuredContent` against the listed `outputSchema` itself, and
+the script's control call, made with the tool's schema narrowed by a member no result has,
+proves that check is live: the client must refuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.clients import (
+    CALLS,
+    LEGACY_VERSION,
+    NODE_MODULES,
+    Era,
+    check_session,
+    check_wire,
+    installed,
+    make_sandbox,
+    node_environment,
+    server_command,
+)
+from tests.support.harness import REPO_ROOT
+from tests.support.mcp_schema import MODERN_VERSION
+
+pytestmark = [pytest.mark.e2e, pytest.mark.interop]
+
+SCRIPT = REPO_ROOT / "tests" / "clients" / "ts_client.cjs"
+
+# The script's mode for each era, the revision and era the client must report, and how
+# many server processes it starts (auto probes on a sibling of the session's process).
+MODES: dict[Era, tuple[str, str, str, int]] = {
+    "modern": (MODERN_VERSION, MODERN_VERSION, "modern", 1),
+    "auto": ("auto", MODERN_VERSION, "modern", 2),
+    "legacy": ("legacy", LEGACY_VERSION, "legacy", 1),
+}
+
+# A session is a few hundred milliseconds; only a hang comes near this.
+SESSION_TIMEOUT_S = 120
+
+
+@pytest.mark.parametrize("era", list(MODES))
+def test_typescript_client(era: Era, tmp_path: Path) -> None:
+    mode, version, reported_era, sessions = MODES[era]
+    node = installed(".bin", "node")
+    installed("@modelcontextprotocol", "client", "package.json")
+    sandbox = make_sandbox(tmp_path)
+    environment = node_environment(sandbox, tmp_path)
+    command = server_command(sandbox)
+    plan = {
+        "mode": mode,
+        "server": {
+            "command": command[0],
+            "args": command[1:],
+            "env": environment,
+            "cwd": str(REPO_ROOT),
+        },
+        "calls": [{"name": name, "arguments": arguments} for name, arguments in CALLS],
+        "control": {"name": "sandbox_fs_read", "arguments": dict(CALLS[2][1])},
+    }
+    run = subprocess.run(
+        [str(node), str(SCRIPT), json.dumps(plan)],
+        env={**environment, "NODE_PATH": str(NODE_MODULES)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SESSION_TIMEOUT_S,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    seen = json.loads(run.stdout)
+    assert (seen["protocolVersion"], seen["era"]) == (version, reported_era)
+    assert seen["serverVersion"]["name"] == "mcp-server-suite"
+    outcomes = seen["calls"]
+    assert all("result" in outcome for outcome in outcomes), outcomes
+    check_session(seen["tools"], [outcome["result"] for outcome in outcomes])
+    control = seen["control"]["error"]
+    assert (control["name"], control["code"]) == ("ProtocolError", -32602), control
+    assert "does not match the tool's output schema" in control["message"]
+    check_wire(sandbox, era, sessions=sessions)
