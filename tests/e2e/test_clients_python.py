@@ -39,7 +39,7 @@ from tests.support.clients import (
     server_command,
 )
 from tests.support.harness import REPO_ROOT, base_environment
-from tests.support.mcp_schema import MODERN_VERSION
+from tests.support.wire_schema import MODERN_VERSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.interop]
 

@@ -34,7 +34,7 @@ from tests.support.clients import (
     server_command,
 )
 from tests.support.harness import REPO_ROOT
-from tests.support.mcp_schema import MODERN_VERSION
+from tests.support.wire_schema import MODERN_VERSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.interop]
 

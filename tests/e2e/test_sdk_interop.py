@@ -7,12 +7,14 @@
    result's `structuredContent` against the tool's `outputSchema` (there is no switch to turn
    it on in 2.x; `validate_tool_result` runs inside `call_tool`), and a negative control shows
    that validation is live against our schema. The exchange is recorded on the wire
-   (`tests.support.wiretap`) and every response checked against its revision's schema.
+   (`tests.support.wiretap`) and every response checked against its revision's schema. A
+   client that probes by hand and then runs the handshake on the same connection is served
+   too: the probe leaves the era open.
 
 2. Every response of a session in each of the four handshake revisions, driven by hand
    through every kind of response, is validated with the SDK's own protocol types and against
    the official JSON Schema of that very revision, plus a closed-world check of every member
-   (`tests.support.mcp_schema` says why each of the three is needed).
+   (`tests.support.wire_schema` says why each of the three is needed).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from tests.support.harness import (
     base_environment,
     initialize_params,
 )
-from tests.support.mcp_schema import (
+from tests.support.wire_schema import (
     MODERN_VERSION,
     REVISIONS,
     SCHEMA_DIR,
@@ -144,6 +146,41 @@ def test_sdk_client_session_opens_with_initialize_and_validates_results(tmp_path
     checked = validate_transcript(transcript)
     assert {version for version, _ in checked} == {"2025-11-25"}
     assert {method for _, method in checked} == {"initialize", "ping", "tools/list", "tools/call"}
+
+
+async def _probe_then_handshake_flow(parameters: StdioServerParameters, errlog: Any) -> None:
+    async with (
+        stdio_client(parameters, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        # A dual-era client that probes and then decides on the handshake anyway (the SDK's
+        # auto mode does when the server offers no modern version it knows).
+        probe = await session.send_discover(MODERN_VERSION)
+        assert MODERN_VERSION in probe["supportedVersions"]
+        init = await session.initialize()
+        assert init.protocol_version == "2025-11-25"
+        # The session is legacy now: a later probe is refused at once, never left to time out.
+        with pytest.raises(MCPError) as again:
+            await session.send_discover(MODERN_VERSION)
+        assert again.value.code == sdk_jsonrpc.INVALID_REQUEST
+        listing = await session.list_tools()
+        assert [tool.name for tool in listing.tools] == ["system_metrics"]
+
+
+def test_a_probe_leaves_the_era_open_for_the_handshake(tmp_path: Any) -> None:
+    wire = tmp_path / "wire"
+    command = wiretap_command(wire, SERVER_COMMAND)
+    parameters = StdioServerParameters(
+        command=command[0], args=command[1:], env=base_environment(SERVER_ENV), cwd=REPO_ROOT
+    )
+    with tempfile.TemporaryFile("w+") as errlog:
+        anyio.run(_probe_then_handshake_flow, parameters, errlog)
+        errlog.seek(0)
+        assert_clean(errlog.read())
+    (transcript,) = read_transcripts(wire)
+    checked = validate_transcript(transcript)
+    assert checked[0] == (MODERN_VERSION, "server/discover")
+    assert checked[1] == ("2025-11-25", "initialize")
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ against the `outputSchema` the client listed, with `jsonschema`: the clients' ow
 (the TypeScript client and the SDK's session check, the Inspector prints), so this one is
 common. The server runs behind `tests.support.wiretap`, and `check_wire` checks what crossed
 the wire: the era the client chose, and every server message against the official schema of
-its revision (`tests.support.mcp_schema`).
+its revision (`tests.support.wire_schema`).
 
 The Node.js programs are installed by `scripts/install-clients.sh` into `.cache/clients`,
 from the exact lock in `tests/clients/`. A missing install fails the test and says how to
@@ -27,7 +27,7 @@ from typing import Any, Literal
 import pytest
 
 from tests.support.harness import REPO_ROOT, base_environment
-from tests.support.mcp_schema import (
+from tests.support.wire_schema import (
     MODERN_VERSION,
     PROTOCOL_VERSION_META,
     validate_structured_content,
