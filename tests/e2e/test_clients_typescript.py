@@ -1,7 +1,8 @@
 """The official TypeScript client (`@modelcontextprotocol/client` 2.x) against the real server.
 
 `tests/clients/ts_client.cjs` connects with the client's `versionNegotiation` set to one of:
-- `{mode: {pin: "2026-07-28"}}`: the modern era at exactly that revision, no fallback;
+- `{mode: {pin: "2026-07-28"}}`: the modern era at exactly that revision, no fallback (it
+  still asks `server/discover`, on a sibling process, whether the server offers it);
 - `{mode: "auto"}`: probe `server/discover` (on a short-lived sibling server process, as the
   client's stdio transport does) and fall back to `initialize` on a legacy answer; against
   this server it must settle on 2026-07-28;
@@ -41,9 +42,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.interop]
 SCRIPT = REPO_ROOT / "tests" / "clients" / "ts_client.cjs"
 
 # The script's mode for each era, the revision and era the client must report, and how
-# many server processes it starts (auto probes on a sibling of the session's process).
+# many server processes it starts: pinned and auto both send `server/discover` on a
+# short-lived sibling of the session's process first (pinned to check that the server offers
+# the revision, auto to choose the era).
 MODES: dict[Era, tuple[str, str, str, int]] = {
-    "modern": (MODERN_VERSION, MODERN_VERSION, "modern", 1),
+    "modern": (MODERN_VERSION, MODERN_VERSION, "modern", 2),
     "auto": ("auto", MODERN_VERSION, "modern", 2),
     "legacy": ("legacy", LEGACY_VERSION, "legacy", 1),
 }
