@@ -139,6 +139,7 @@ def test_sdk_client_session_opens_with_initialize_and_validates_results(tmp_path
         errlog.seek(0)
         assert_clean(errlog.read())
     (transcript,) = read_transcripts(wire)
+    assert transcript.status == 0, transcript.stderr
     requests = [message for message in transcript.sent_by("client") if "id" in message]
     # ClientSession never probes: the handshake is the first thing on the wire.
     assert requests[0]["method"] == "initialize"
@@ -178,6 +179,7 @@ def test_a_probe_leaves_the_era_open_for_the_handshake(tmp_path: Any) -> None:
         errlog.seek(0)
         assert_clean(errlog.read())
     (transcript,) = read_transcripts(wire)
+    assert transcript.status == 0, transcript.stderr
     checked = validate_transcript(transcript)
     assert checked[0] == (MODERN_VERSION, "server/discover")
     assert checked[1] == ("2025-11-25", "initialize")

@@ -159,7 +159,8 @@ def _requests(transcript: Transcript) -> list[dict[str, Any]]:
 def check_wire(sandbox: Sandbox, era: Era, *, sessions: int = 1) -> list[Transcript]:
     """Check what crossed the wire for a client in `era`; return the transcripts.
 
-    Every server message is validated against the official schema of its revision. In the
+    Every server process must have exited with status 0 and no traceback, and every server
+    message is validated against the official schema of its revision. In the
     modern and auto eras no `initialize` is sent and every request names 2026-07-28 in its
     `_meta`, and auto opens with the `server/discover` probe. In the legacy era the first
     request is `initialize` at `LEGACY_VERSION` and nothing probes.
@@ -172,6 +173,9 @@ def check_wire(sandbox: Sandbox, era: Era, *, sessions: int = 1) -> list[Transcr
     transcripts = read_transcripts(sandbox.wire)
     assert len(transcripts) == sessions, [transcript.path.name for transcript in transcripts]
     for transcript in transcripts:
+        # Some clients discard the server's stderr; the relay kept it.
+        assert "Traceback" not in transcript.stderr, transcript.stderr
+        assert transcript.status == 0, (transcript.path.name, transcript.status, transcript.stderr)
         checked = validate_transcript(transcript)
         assert checked, transcript.path
         requests = _requests(transcript)
