@@ -17,6 +17,7 @@ proves that check is live: the client must refuse it.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from tests.support.clients import (
     node_environment,
     server_command,
 )
-from tests.support.harness import REPO_ROOT
+from tests.support.harness import REPO_ROOT, running_server
 from tests.support.wire_schema import MODERN_VERSION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.interop]
@@ -53,6 +54,12 @@ MODES: dict[Era, tuple[str, str, str, int]] = {
 
 # A session is a few hundred milliseconds; only a hang comes near this.
 SESSION_TIMEOUT_S = 120
+
+# The client reaps its probe process with SIGTERM right after ending its input, so the signal
+# lands anywhere in the server's shutdown; this many tries land in every part of it.
+REAP_TRIALS = 20
+# What the client waits for the probe process to exit before it sends SIGKILL.
+REAP_WAIT_S = 1.0
 
 
 @pytest.mark.parametrize("era", list(MODES))
@@ -95,3 +102,30 @@ def test_typescript_client(era: Era, tmp_path: Path) -> None:
     assert (control["name"], control["code"]) == ("ProtocolError", -32602), control
     assert "does not match the tool's output schema" in control["message"]
     check_wire(sandbox, era, sessions=sessions)
+
+
+def test_the_probe_process_exits_0_when_reaped_as_the_client_reaps_it() -> None:
+    # StdioClientTransport._dispose: stdin.end(), then SIGTERM at once, then SIGKILL after a
+    # second. The server must end with status 0 within that second, however the end of its
+    # input and the signal interleave with its own shutdown.
+    discover = {
+        "jsonrpc": "2.0",
+        "id": "server-discover-probe-1",
+        "method": "server/discover",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
+    statuses = []
+    for _ in range(REAP_TRIALS):
+        with running_server() as server:
+            server.send(discover)
+            assert "result" in server.recv()
+            server.close_stdin()
+            server.signal(signal.SIGTERM)
+            statuses.append(server.wait(REAP_WAIT_S))
+            assert "Traceback" not in server.stderr, server.stderr
+    assert statuses == [0] * REAP_TRIALS
