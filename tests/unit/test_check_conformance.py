@@ -20,6 +20,10 @@ import pytest
 
 from tests.unit._policy_repo import REPO_ROOT, SCRIPTS_DIR
 
+# The script and its Node.js programs are the interoperability tooling: a build of the package
+# alone (the Nix check phase) has neither, and deselects this marker.
+pytestmark = pytest.mark.interop
+
 LISTED = REPO_ROOT / "tests" / "clients" / "conformance-not-applicable.json"
 
 
