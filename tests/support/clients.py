@@ -143,7 +143,9 @@ def check_session(tools: Sequence[Mapping[str, Any]], results: Sequence[Mapping[
     assert results[2]["structuredContent"] == {
         "resolved_path": SANDBOX_FILE,
         "content": SANDBOX_TEXT,
-        "bytes_read": len(SANDBOX_TEXT),
+        "offset": 0,
+        "bytes_read": len(SANDBOX_TEXT.encode()),
+        "next_offset": len(SANDBOX_TEXT.encode()),
         "truncated": False,
     }
     refused = results[3]
