@@ -93,7 +93,7 @@ def describe_tools(result: Mapping[str, Any]) -> str:
     names = [tool["name"] for tool in result["tools"]]
     text = ", ".join(names) or "none"
     if "read_only_sql" not in names:
-        text += " (read_only_sql is off: set MCP_SQL_DSN to a PostgreSQL URI to enable it)"
+        text += " (read_only_sql and sql_schema are off: set MCP_SQL_DSN to a PostgreSQL URI)"
     return text
 
 

@@ -65,7 +65,10 @@ def test_the_session_is_summarised_in_plain_words() -> None:
     assert lines[0].startswith("mcp-server-suite 0.1.0 answered 5 requests over stdio in ")
     assert lines[0].endswith("(protocol 2025-11-25):")
     rows = {line.split()[0]: line for line in lines if line.startswith("  ") and "  " in line[2:]}
-    assert "sandbox_fs_read, sandbox_fs_list, system_metrics (read_only_sql is off" in rows["tools"]
+    assert (
+        "sandbox_fs_read, sandbox_fs_list, system_metrics (read_only_sql and sql_schema are off"
+        in rows["tools"]
+    )
     assert "% of 2 cores" in rows["system_metrics"] or "cores (load" in rows["system_metrics"]
     assert "disk" in rows["system_metrics"]
     assert "hello.txt (82 bytes): 'Hello from the sandbox." in rows["sandbox_fs_read"]
