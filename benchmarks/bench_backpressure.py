@@ -12,7 +12,8 @@ The servers, side by side, each with its own read tool on the same file:
 - this server (`python -m mcp_server_suite`, `sandbox_fs_read`, `max_bytes` 1,048,576);
 - the MCP SDK's `MCPServer` with a naive read tool (`benchmarks/sdk_fs_server.py`);
 - the reference TypeScript server `@modelcontextprotocol/server-filesystem`
-  (`read_text_file`), from `.cache/bench-node` (installed on first use; `--no-node` skips it).
+  (`read_text_file`), the release and Node.js that `bench_fs.py` pins, from
+  `.cache/bench-node` (installed on first use; `--no-node` skips it).
 
 Figures, per server: the peak RSS while the client does not read, and overall (`VmHWM`), how
 many calls were answered with their result and how many with an in-band refusal, how long
@@ -31,8 +32,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,14 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_fs import NODE_BINARY, NODE_ENTRY, ensure_node_server
 from ndjson_client import NDJSONClient, ServerFailed
 
 __all__ = ["main"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-NODE_PREFIX = REPO_ROOT / ".cache" / "bench-node"
-NODE_PACKAGE = "@modelcontextprotocol/server-filesystem"
-NODE_ENTRY = NODE_PREFIX / "node_modules" / NODE_PACKAGE / "dist" / "index.js"
 
 MIB = 1024 * 1024
 
@@ -127,25 +124,13 @@ def contenders(data_dir: Path, size: int, *, with_sdk: bool, with_node: bool) ->
         servers.append(
             Contender(
                 "reference TypeScript server (read_text_file)",
-                [shutil.which("node") or "node", str(NODE_ENTRY), str(data_dir)],
+                [str(NODE_BINARY), str(NODE_ENTRY), str(data_dir)],
                 base_env,
                 "read_text_file",
                 {"path": str(data_dir / "nul.txt")},
             )
         )
     return servers
-
-
-def ensure_node_server() -> str:
-    """Install the reference server with npm if it is missing; return its version."""
-    if not NODE_ENTRY.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise SystemExit("npm is not installed; run with --no-node")
-        subprocess.run([npm, "install", "--prefix", str(NODE_PREFIX), NODE_PACKAGE], check=True)
-    manifest = json.loads((NODE_ENTRY.parents[1] / "package.json").read_text("utf-8"))
-    version: str = manifest["version"]
-    return version
 
 
 def _sample_peak(pid: int, until: float, figures: Figures) -> None:
@@ -259,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{options.calls} reads of a {options.size:,}-byte file of NUL bytes written at once, "
         f"no reading for {options.stall:g} s, then everything read and a ping; "
         f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.2f}"
-        + (f", {NODE_PACKAGE} {node_version}" if node_version else "")
+        + (f", {node_version}" if node_version else "")
     )
     print(
         f"{'server':<46} {'stalled':>9} {'peak':>9} {'results':>9} {'refused':>7} "
