@@ -233,16 +233,15 @@ def measure(
 def policy_cost(iterations: int) -> list[tuple[str, int, float, float, float]]:
     """Microseconds per query for the whole policy and for one parse alone."""
     from mcp_server_suite.tools.sql.policy import FunctionPolicy, parse_tree_json
-    from mcp_server_suite.tools.sql.statement import RelationCatalog
-    from mcp_server_suite.tools.sql.tool import _prepare
+    from mcp_server_suite.tools.sql.statement import RelationCatalog, render_statement
+    from mcp_server_suite.tools.sql.tool import check_untrusted_sql
 
     functions = FunctionPolicy()
     catalog = RelationCatalog(("public",), [("public", "t"), ("public", "private")])
 
     def whole_policy(text: str) -> None:
-        _prepare(
-            text, max_rows=50, max_result_bytes=1_048_576, functions=functions, catalog=catalog
-        )
+        checked = check_untrusted_sql(text, functions=functions, schemas=catalog.schemas)
+        render_statement(checked, catalog, max_rows=50, max_result_bytes=1_048_576)
 
     rows = []
     for label, text in (("short", SHORT_QUERY), ("long", LONG_QUERY)):

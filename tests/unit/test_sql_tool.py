@@ -37,7 +37,7 @@ from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams, ReadOnlySQLResult
 from mcp_server_suite.tools.sql import build_sql_tool
 from mcp_server_suite.tools.sql.functions import BUILTIN_FUNCTIONS, DENIED_FUNCTIONS
-from mcp_server_suite.tools.sql.policy import FunctionPolicy, parse_tree_json
+from mcp_server_suite.tools.sql.policy import CheckedTree, FunctionPolicy, parse_tree_json
 from mcp_server_suite.tools.sql.statement import (
     ExecutableStatement,
     PolicyDefect,
@@ -1217,13 +1217,13 @@ def test_policy_answers_are_cached_per_query_and_cap(
 
     monkeypatch.setattr(sql, "POLICY_CACHE_ENTRIES", 2)
     checks: list[str] = []
-    original = sql._prepare
+    original = sql.check_untrusted_sql
 
-    def counting(text: str, **kwargs: Any) -> ExecutableStatement:
+    def counting(text: str, **kwargs: Any) -> CheckedTree:
         checks.append(text)
         return original(text, **kwargs)
 
-    monkeypatch.setattr(sql, "_prepare", counting)
+    monkeypatch.setattr(sql, "check_untrusted_sql", counting)
 
     async def body(tool: SQLTool) -> list[int]:
         counts = []

@@ -101,21 +101,6 @@ def check_untrusted_sql(
     return check_untrusted_tree(parse_untrusted_sql(text), functions, schemas=schemas)
 
 
-def _prepare(
-    text: str,
-    *,
-    max_rows: int,
-    max_result_bytes: int,
-    functions: "FunctionPolicy",
-    catalog: "RelationCatalog",
-) -> "ExecutableStatement":
-    # The policy, then the statement that runs: one pure function, for the cache (Rule 3).
-    from mcp_server_suite.tools.sql.statement import render_statement  # noqa: PLC0415
-
-    checked = check_untrusted_sql(text, functions=functions, schemas=catalog.schemas)
-    return render_statement(checked, catalog, max_rows=max_rows, max_result_bytes=max_result_bytes)
-
-
 class SQLTool:
     """The `read_only_sql` tool: the policy, and a database pool opened on the first call.
 
@@ -165,6 +150,7 @@ class SQLTool:
 
     async def _check(self, params: ReadOnlySQLParams) -> "ExecutableStatement":
         from mcp_server_suite.tools.sql.policy import FunctionPolicy  # noqa: PLC0415  # Rule 1.
+        from mcp_server_suite.tools.sql.statement import render_statement  # noqa: PLC0415
 
         key = (params.query, params.max_rows)
         database = self._database
@@ -193,15 +179,15 @@ class SQLTool:
         ):
             # A relation the catalog does not hold may have been created since it was read.
             catalog = await database.catalog(missing=True)
-        prepare = functools.partial(
-            _prepare,
-            params.query,
+        # The statement that runs is built from the tree checked above: the policy runs once.
+        render = functools.partial(
+            render_statement,
+            checked,
+            catalog,
             max_rows=params.max_rows,
             max_result_bytes=self._settings.sql_max_result_bytes,
-            functions=functions,
-            catalog=catalog,
         )
-        statement = await run_blocking(prepare) if long_query else prepare()
+        statement = await run_blocking(render) if long_query else render()
         if self._checked_for is not catalog:
             self._checked.clear()
             self._checked_for = catalog
