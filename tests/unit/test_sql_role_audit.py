@@ -27,6 +27,7 @@ from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams
 from mcp_server_suite.tools.sql.role_audit import (
     GUARD_SQLSTATE,
+    UNCHANGED_GUARD,
     RoleProblem,
     TrustedCode,
     audit_database,
@@ -385,3 +386,28 @@ def test_the_guard_skips_its_checks_only_under_the_snapshot_it_passed_under(
     with scratch.connect(PROBE_ROLE) as conn, pytest.raises(psycopg.Error) as caught:
         run_guard(conn, TRUSTED, passed)
     assert caught.value.sqlstate == GUARD_SQLSTATE
+
+
+def test_the_guards_short_form_passes_only_while_the_snapshot_holds(
+    scratch: PostgresServer,
+) -> None:
+    _as_owner(scratch, "CREATE FUNCTION v.h() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+    with scratch.connect(PROBE_ROLE) as conn:
+        conn.execute(f"PREPARE probe_unchanged(pg_catalog.text) AS {UNCHANGED_GUARD}")
+        passed = run_guard(conn, TRUSTED)
+        row = conn.execute(
+            psycopg.sql.SQL("EXECUTE probe_unchanged({})").format(psycopg.sql.Literal(passed))
+        ).fetchone()
+        assert row == (passed, 1)
+        # Any commit since (a grant that lets the role run planted code) moves the snapshot,
+        # and the short form fails as the full guard does, whatever it was given.
+        _as_owner(scratch, f"GRANT EXECUTE ON FUNCTION v.h() TO {PROBE_ROLE}")
+        for given in (passed, "", "1:1:"):
+            with pytest.raises(psycopg.Error) as caught:
+                conn.execute(
+                    psycopg.sql.SQL("EXECUTE probe_unchanged({})").format(
+                        psycopg.sql.Literal(given)
+                    )
+                )
+            assert caught.value.sqlstate == GUARD_SQLSTATE
+

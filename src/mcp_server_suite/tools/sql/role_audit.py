@@ -26,7 +26,9 @@ Rules:
    connection is set up and for `--check-config`. `guard_sql` is the same check as one
    statement that fails (division by zero, SQLSTATE 22012) when any problem exists: it runs
    in every call's read segment, in the same transaction and round trip as the query and
-   just before it, so a failing check aborts the query.
+   just before it, so a failing check aborts the query. It skips its checks while nothing
+   has committed in the cluster since it last passed; `UNCHANGED_GUARD` is that comparison
+   alone, for a session that expects the cluster to be unchanged (`session.py`, Rule 4).
 4. What remains is a race the check cannot close: a role that owns an object the query
    reaches, and that grants EXECUTE on new code in the microseconds between the guard and
    the query's planning. The least-privilege role's schemas must therefore hold only objects
@@ -45,6 +47,7 @@ __all__ = [
     "DANGEROUS_ROLES",
     "FIRST_USER_OID",
     "GUARD_SQLSTATE",
+    "UNCHANGED_GUARD",
     "RoleProblem",
     "TrustedCode",
     "audit_database",
@@ -364,6 +367,16 @@ def guard_sql(trusted: TrustedCode) -> str:
         escaping=_text_array(frozenset(ESCAPING_FUNCTIONS)),
         first_user_oid=FIRST_USER_OID,
     )
+
+
+# The guard's short form: the snapshot, and 1, when the snapshot is still the one given; else
+# it fails with GUARD_SQLSTATE, and the caller runs the full guard instead. Its divisor is not
+# a constant, so the planner cannot fold the division when it prepares the statement.
+UNCHANGED_GUARD: Final = (
+    "SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text, 1 OPERATOR(pg_catalog./) "
+    "(pg_catalog.pg_current_snapshot()::pg_catalog.text OPERATOR(pg_catalog.=) $1)"
+    "::pg_catalog.int4"
+)
 
 
 def refusal(problems: list[RoleProblem]) -> ToolFailure:
