@@ -114,13 +114,12 @@ def test_corpus_against_the_server(postgres_server: PostgresServer) -> None:
                 if capped is not None and capped != (result.row_count, result.truncated):
                     failures.append(f"{case['id']} returned {result.row_count} rows")
             # The pooled session after the corpus: nothing a call left behind. Of the
-            # cursors, the call's own and the unnamed portal of its FETCH are listed.
+            # cursors, the unnamed portal the call's own statement runs in is listed.
             leftovers = await tool.run(
                 ReadOnlySQLParams(
-                    query="SELECT (SELECT count(*) FROM pg_prepared_statements "
-                    "WHERE name NOT IN ('mcp_guard', 'mcp_read_back')) AS prepared, "
-                    "(SELECT count(*) FROM pg_cursors "
-                    "WHERE name NOT IN ('mcp_read_only_sql', '')) AS cursors, "
+                    query="SELECT (SELECT count(*) FROM pg_prepared_statements WHERE name "
+                    "NOT IN ('mcp_guard', 'mcp_guard_unchanged', 'mcp_read_back')) AS prepared, "
+                    "(SELECT count(*) FROM pg_cursors WHERE name <> '') AS cursors, "
                     "current_setting('standard_conforming_strings') AS scs, "
                     "current_setting('search_path') AS path"
                 )

@@ -3,7 +3,7 @@
 1. The policy alone. Its output runs as the superuser, outside any read-only transaction,
    with no role limits: every `reject` case of the corpus must be refused before it runs.
 2. The read-only transaction alone. With the policy switched off, the superuser runs
-   statements through the tool's execution path (`BEGIN READ ONLY`, a cursor over the
+   statements through the tool's execution path (`BEGIN READ ONLY`, the statement over the
    extended protocol, always rolled back): every write must fail.
 3. The least-privilege role alone. `mcp_reader` runs statements on a plain connection: no
    policy, no explicit read-only transaction, and its read-only default switched off. What the
@@ -130,8 +130,9 @@ def test_read_only_transaction_alone_stops_every_write(postgres_server: Postgres
         try:
             asyncio.run(_superuser_fetch(postgres_server, statement))
         except ToolFailure as failure:
-            # 25006: refused by the read-only transaction; 0A000/42601: refused by DECLARE
-            # and the extended protocol, which accept one SELECT only.
+            # 25006: refused by the read-only transaction; 0A000: refused inside query_to_xml,
+            # which runs its query read-only; 42601: refused by the extended protocol, which
+            # accepts one statement only.
             outcomes[statement] = str(failure.problem.metadata["sqlstate"])
         else:
             outcomes[statement] = "rolled back"

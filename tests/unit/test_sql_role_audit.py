@@ -411,3 +411,92 @@ def test_the_guards_short_form_passes_only_while_the_snapshot_holds(
                 )
             assert caught.value.sqlstate == GUARD_SQLSTATE
 
+
+def _recording_guards(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    # Records which form of the guard each round trip sends: "full" or "short".
+    from mcp_server_suite.tools.sql import session
+
+    sent: list[str] = []
+    original = session._guard_statement
+
+    def recording(last: str, *, unchanged: bool) -> bytes:
+        sent.append("short" if unchanged else "full")
+        return original(last, unchanged=unchanged)
+
+    monkeypatch.setattr(session, "_guard_statement", recording)
+    return sent
+
+
+def _reader_tool(server: PostgresServer) -> SQLTool:
+    return SQLTool(
+        Settings(
+            sql_dsn=SecretStr(server.dsn(HOSTILE_READER)),
+            sql_schemas=("public",),
+            sql_pool_max_size=1,
+        )
+    )
+
+
+def test_code_that_appears_on_a_quiet_cluster_is_refused_by_the_full_guard(
+    scratch: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = _recording_guards(monkeypatch)
+    counting = ReadOnlySQLParams(query="SELECT count(*) FROM notes")
+
+    async def main() -> ToolFailure:
+        tool = _reader_tool(scratch)
+        try:
+            # The first call runs the checks; the second finds the snapshot unchanged, so the
+            # third sends the short form.
+            for _ in range(3):
+                await tool.run(counting)
+            assert sent == ["full", "full", "short"]
+            _as_owner(
+                scratch,
+                "CREATE FUNCTION v.quiet() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+                "GRANT EXECUTE ON FUNCTION v.quiet() TO PUBLIC",
+            )
+            with pytest.raises(ToolFailure) as caught:
+                await tool.run(counting)
+            # The short form failed, and the full guard, in a second round trip, refused.
+            assert sent[3:] == ["short", "full"]
+            _as_owner(scratch, "REVOKE EXECUTE ON FUNCTION v.quiet() FROM PUBLIC")
+            await tool.run(counting)
+            return caught.value
+        finally:
+            await tool.aclose()
+
+    failure = asyncio.run(main())
+    assert failure.problem.code is MCPErrorCode.ACCESS_DENIED
+    assert "v.quiet()" in failure.problem.detail
+
+
+def test_a_busy_cluster_gets_the_full_guard_in_one_round_trip(
+    scratch: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = _recording_guards(monkeypatch)
+    counting = ReadOnlySQLParams(query="SELECT count(*) FROM notes")
+
+    async def main() -> list[object]:
+        tool = _reader_tool(scratch)
+        try:
+            for _ in range(2):
+                await tool.run(counting)
+            rows: list[object] = []
+            for _ in range(4):
+                # Another session commits a transaction between every two calls.
+                with scratch.connect() as superuser:
+                    superuser.execute("SELECT pg_catalog.txid_current()")
+                rows.append((await tool.run(counting)).rows[0])
+            # Quiet again: the full guard finds the snapshot unchanged, then the short form.
+            await tool.run(counting)
+            await tool.run(counting)
+            return rows
+        finally:
+            await tool.aclose()
+
+    rows = asyncio.run(main())
+    assert rows == [[100]] * 4
+    # One short form missed (and was followed by the full guard at once); the busy calls
+    # after it sent the full guard alone, in one round trip each.
+    assert sent == ["full", "full", "short", "full", "full", "full", "full", "full", "short"]

@@ -17,6 +17,7 @@ document's table writes the cap as "LIMIT 50": that is what the caller sees.
 import asyncio
 import json
 import logging
+import operator
 import re
 import subprocess
 import sys
@@ -603,8 +604,8 @@ def test_statements_go_over_the_extended_protocol(postgres_server: PostgresServe
     entries = re.split(r"\n(?!\t)", postgres_server.log_text())
     logged = [entry for entry in entries if marker in entry]
     assert logged, "the server logged the statement"
-    assert all("execute <unnamed>: DECLARE" in entry for entry in logged), logged
-    assert not any("statement: DECLARE" in entry for entry in logged), logged
+    assert all("execute <unnamed>: SELECT r.*" in entry for entry in logged), logged
+    assert not any("statement: " in entry for entry in logged), logged
 
     # The proof that matters: a second statement is refused by PostgreSQL itself.
     async def stacked() -> None:
@@ -1010,15 +1011,15 @@ def test_session_state_never_survives_a_call(postgres_server: PostgresServer) ->
             await conn.execute("LISTEN leftover")
             await conn.execute("BEGIN; DECLARE held CURSOR WITH HOLD FOR SELECT 1; COMMIT")
         async with database._pool.connection() as conn:
-            # pg_cursors lists the call's own cursor and the unnamed portal its FETCH runs in
-            # (the extended protocol's portals are visible there); any other is left over.
+            # pg_cursors lists the unnamed portal the statement runs in (the extended
+            # protocol's portals are visible there); any other is left over.
             fetched = await fetch_read_only(
                 conn,
                 "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'),"
                 " (SELECT count(*) FROM pg_prepared_statements"
-                " WHERE name NOT IN ('mcp_guard', 'mcp_read_back')),"
+                " WHERE name NOT IN ('mcp_guard', 'mcp_guard_unchanged', 'mcp_read_back')),"
                 " (SELECT count(*) FROM pg_listening_channels()),"
-                " (SELECT count(*) FROM pg_cursors WHERE name NOT IN ('mcp_read_only_sql', ''))",
+                " (SELECT count(*) FROM pg_cursors WHERE name <> '')",
                 max_rows=1,
                 statement_timeout_ms=2000,
                 client_timeout=5,
@@ -1162,19 +1163,65 @@ def test_read_back_must_be_one_complete_row() -> None:
         "iso_8601",
         "hex",
         "off",
+        "1s",
+        "1s",
+        "15s",
         0,
         0,
+        "",
     )
     pins.ensure_read_back(good)
     for bad in (
         (*good[:2], "pg_catalog, public", *good[3:]),
         (*good[:2], "pg_temp, pg_catalog, ext", *good[3:]),
-        (*good[:8], 1, 0),
-        (*good[:9], 1),
-        (*good[:7], "on", 0, 0),
+        (*good[:7], "on", *good[8:]),
+        (*good[:8], "0", *good[9:]),
+        (*good[:9], "2s", *good[10:]),
+        (*good[:10], "0", *good[11:]),
+        (*good[:11], 1, 0, ""),
+        (*good[:12], 1, ""),
+        good[:13],
     ):
         with pytest.raises(DatabaseUnavailable):
             pins.ensure_read_back(bad)
+
+
+_TIME_UNITS_MS = (1, 1_000, 60_000, 3_600_000, 86_400_000)
+
+
+@pytest.mark.postgres
+@given(
+    value=st.one_of(
+        st.integers(0, 2**31 - 1),
+        st.builds(operator.mul, st.integers(0, 24), st.sampled_from(_TIME_UNITS_MS)),
+    )
+)
+def test_milliseconds_are_read_back_as_postgresql_shows_them(
+    postgres_server: PostgresServer, value: int
+) -> None:
+    from mcp_server_suite.tools.sql.session import shown_milliseconds
+
+    # The read-back compares the session's timeouts as text, so the text must be PostgreSQL's.
+    with postgres_server.connect() as conn:
+        conn.execute(f"SET statement_timeout = {value}")
+        shown = conn.execute("SELECT current_setting('statement_timeout')").fetchone()
+    assert shown == (shown_milliseconds(value),)
+
+
+@pytest.mark.postgres
+def test_no_call_sets_its_own_timeout(postgres_server: PostgresServer) -> None:
+    # The session's statement_timeout is pinned when it is set up and read back after every
+    # call, so a call's read segment is BEGIN, the guard and the statement alone.
+    marker = f"timeout-{uuid.uuid4().hex}"
+    logged_before = len(postgres_server.log_text())
+    result = query(
+        reader_settings(postgres_server, sql_query_timeout=1.5),
+        f"SELECT '{marker}' AS m, current_setting('statement_timeout') AS t",
+    )
+    assert result.rows == [[marker, "1500ms"]]
+    logged = postgres_server.log_text()[logged_before:]
+    assert marker in logged
+    assert "SET LOCAL" not in logged
 
 
 @pytest.mark.postgres
@@ -1249,10 +1296,48 @@ def test_a_call_that_leaves_state_closes_its_connection(
 ) -> None:
     from mcp_server_suite.tools.sql.session import DatabaseUnavailable, SessionPins
 
-    # The policy refuses pg_advisory_lock; the statement is built by hand to get past it, as a
-    # policy defect would. The call's own read-back finds the lock, and the connection is
-    # closed (which releases it) instead of going back to the pool; a call that ends clean
-    # never needs the pool's reset.
+    # The policy refuses PREPARE, and a prepared statement survives the rollback; the
+    # statement is built by hand to get past the policy, as a policy defect would. The call's
+    # own read-back finds it, and the connection is closed (which drops it) instead of going
+    # back to the pool; a call that ends clean never needs the pool's reset.
+    resets: list[int] = []
+    original = SessionPins.reset_statements
+
+    def counting() -> Any:
+        resets.append(1)
+        return original()
+
+    monkeypatch.setattr(SessionPins, "reset_statements", staticmethod(counting))
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+    preparing = ExecutableStatement(
+        "PREPARE leftover AS SELECT 1", max_rows=1, max_result_bytes=0, wrapped=False
+    )
+
+    async def body(tool: SQLTool) -> list[list[Any]]:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        async with database._pool.connection() as conn:
+            with pytest.raises(DatabaseUnavailable, match="prepared statement"):
+                await database._run_on(conn, preparing)
+            assert conn.closed
+        resets.clear()
+        return (await tool.run(ReadOnlySQLParams(query="SELECT 2"))).rows
+
+    assert run_with_tool(settings, body) == [[2]]
+    assert resets == []
+
+
+@pytest.mark.postgres
+def test_a_call_never_passes_on_an_advisory_lock(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools.sql.session import SessionPins
+
+    # A session-level advisory lock survives the rollback. The policy refuses every function
+    # that takes one, so the statement is built by hand, as a policy defect would; the call's
+    # own read-back releases the lock, and the connection goes back to the pool without the
+    # pool's reset.
     resets: list[int] = []
     original = SessionPins.reset_statements
 
@@ -1268,21 +1353,18 @@ def test_a_call_that_leaves_state_closes_its_connection(
     with postgres_server.connect() as superuser:
         superuser.execute("GRANT EXECUTE ON FUNCTION pg_advisory_lock(bigint) TO mcp_reader")
 
-    async def body(tool: SQLTool) -> tuple[int, list[list[Any]]]:
+    async def body(tool: SQLTool) -> tuple[list[list[Any]], int, bool]:
         await tool.run(ReadOnlySQLParams(query="SELECT 1"))
         database = tool._database
         assert database is not None
-        async with database._pool.connection() as conn:
-            with pytest.raises(DatabaseUnavailable):
-                await database._run_on(conn, locking)
-            assert conn.closed
-        locks = database_state(postgres_server).advisory_locks
         resets.clear()
-        rows = (await tool.run(ReadOnlySQLParams(query="SELECT 2"))).rows
-        return locks, rows
+        async with database._pool.connection() as conn:
+            fetched = await database._run_on(conn, locking)
+            closed = conn.closed
+        return fetched.rows, database_state(postgres_server).advisory_locks, closed
 
     try:
-        assert run_with_tool(settings, body) == (0, [[2]])
+        assert run_with_tool(settings, body) == ([[""]], 0, False)
     finally:
         with postgres_server.connect() as superuser:
             superuser.execute("REVOKE EXECUTE ON FUNCTION pg_advisory_lock(bigint) FROM mcp_reader")

@@ -6,30 +6,44 @@ Rules:
    on`, `client_encoding = UTF8`, `search_path = pg_catalog, <trusted extensions' schemas>,
    pg_temp` (trusted code alone resolves by name; `pg_temp` is listed last so that it is never
    searched before them), `default_transaction_read_only = on` and the output styles
-   `values.py` relies on. They are set and read back when a connection is created, read back
-   again (with the session state cleared) at the end of every call, and the values PostgreSQL
-   reports on its own are checked before every use. A connection that fails a check is
-   closed, never used. So is one whose role is a superuser.
-2. When a connection is created, the role audit (`role_audit.py`) runs on it and its guard
-   is prepared on it (`mcp_guard`). A connection whose audit (or guard) found problems
-   refuses its calls in-band, naming them, and is audited again before each next use.
+   `values.py` relies on, and the session's timeouts (`statement_timeout` among them, so no
+   call sets its own). They are set and read back when a connection is created, read back
+   again at the end of every call, and the values PostgreSQL reports on its own are checked
+   before every use. A connection that fails a check is closed, never used. So is one whose
+   role is a superuser.
+2. When a connection is created, the role audit (`role_audit.py`) runs on it and both forms
+   of its guard are prepared on it (`mcp_guard`, `mcp_guard_unchanged`). A connection whose
+   audit (or guard) found problems refuses its calls in-band, naming them, and is audited
+   again before each next use.
 3. One call is one network round trip: a libpq pipeline of two segments, each ended by a
-   Sync. The read: `BEGIN TRANSACTION READ ONLY`, a transaction-local `statement_timeout`,
-   `EXECUTE mcp_guard` (which fails while the role could run untrusted code, aborting the
-   rest of the segment; it skips its checks while the cluster's snapshot is the one under
-   which it last passed on the connection), then `DECLARE ... NO SCROLL CURSOR FOR
-   <statement>` and
-   `FETCH FORWARD max_rows + 1` (an EXPLAIN runs as it is instead). The cleanup: `ROLLBACK`,
-   then the session reset and the read-back of the pins. Every statement travels over the
-   extended query protocol, in which PostgreSQL refuses a second statement in one. An error
-   aborts the rest of its own segment only, so the cleanup runs whatever the read did.
-4. The statement's last column is the running total of the rows' text bytes
+   Sync. The read: `BEGIN TRANSACTION READ ONLY`, the guard (which fails while the role
+   could run untrusted code, aborting the rest of the segment), then the statement itself.
+   The cleanup: `ROLLBACK`, then the read-back of the pins, which also releases any
+   session-level advisory lock. Every statement travels over the extended query protocol,
+   in which PostgreSQL refuses a second statement in one. An error aborts the rest of its
+   own segment only, so the cleanup runs whatever the read did.
+4. The guard skips its checks while the cluster's snapshot is the one under which it last
+   passed on the connection: no transaction has committed or begun writing anywhere since,
+   so no catalog can have changed. On a connection whose last guard found the snapshot
+   unchanged, a call sends the guard's short form, `mcp_guard_unchanged`, which only makes
+   that comparison (PostgreSQL would start the full guard's plan, some thirty catalog scans,
+   even to skip it). When the snapshot has moved, the short form fails, nothing else of the
+   read runs, and the call is made again with the full guard, which the connection then
+   keeps sending until it finds the cluster unchanged again: a busy cluster pays the full
+   checks on every call, and never a second round trip.
+5. The statement's last column is the running total of the rows' text bytes
    (`statement.py`): rows past `max_result_bytes` arrive without their values, and are cut;
-   a first row past it is refused in-band, with the bound in the detail.
-5. A connection goes back to the pool clean: cleared and read back by its call's own cleanup
-   segment, or else rolled back and then cleared and read back by the pool's reset. One whose
-   state cannot be established is closed. Cancellation cancels the query on the server too.
-6. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
+   a first row past it is refused in-band, with the bound in the detail. The wrapper caps
+   the rows at `max_rows + 1`, so the statement runs as it is, without a cursor.
+6. A connection goes back to the pool clean. A call that ended with its own cleanup segment
+   ran nothing but its checked statement, in a transaction that was rolled back; what
+   survives a rollback is proved absent by the read-back (prepared statements, holdable
+   cursors, LISTEN registrations) or released by it (advisory locks: counting them would
+   read the whole server's lock table, which grows with every session of the cluster).
+   Any other connection is rolled back and then cleared and read back by the pool's reset.
+   One whose state cannot be established is closed. Cancellation cancels the query on the
+   server too.
+7. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
    (`SQLSTATE_CODES`, `SQLSTATE_CLASSES`); every other failure is `DatabaseUnavailable`, an
    internal error whose text reaches stderr only. No message carries the DSN.
 """
@@ -60,6 +74,7 @@ from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.tools.sql.role_audit import (
     GUARD_SQLSTATE,
+    UNCHANGED_GUARD,
     RoleProblem,
     TrustedCode,
     audit_sql,
@@ -76,18 +91,19 @@ from mcp_server_suite.tools.sql.values import bound_rows, make_adapters, normali
 __all__ = [
     "CATALOG_TTL_S",
     "CLIENT_GRACE_S",
-    "CURSOR_NAME",
     "GUARD_NAME",
     "IDLE_IN_TRANSACTION_TIMEOUT_MS",
     "LOCK_TIMEOUT_MS",
     "READ_BACK_NAME",
     "SQLSTATE_CLASSES",
     "SQLSTATE_CODES",
+    "UNCHANGED_GUARD_NAME",
     "DatabaseUnavailable",
     "FetchedRows",
     "ReadOnlyDatabase",
     "SessionPins",
     "fetch_read_only",
+    "shown_milliseconds",
     "translate_database_error",
 ]
 
@@ -95,11 +111,11 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# The cursor each call declares; one call at a time uses a connection, so one name suffices.
-CURSOR_NAME: Final = "mcp_read_only_sql"
 # The prepared statement of the role audit's guard, kept on each connection for its lifetime:
 # planning the guard costs about 2 ms, running it prepared a few hundred microseconds.
 GUARD_NAME: Final = "mcp_guard"
+# Its short form (Rule 4): only the comparison of snapshots, a few microseconds.
+UNCHANGED_GUARD_NAME: Final = "mcp_guard_unchanged"
 # The prepared read-back of the pins that ends every call (planned once per connection).
 READ_BACK_NAME: Final = "mcp_read_back"
 # The relation catalog that qualifies unqualified names is read again after this long, and
@@ -150,29 +166,28 @@ _REPORTED_PINS: Final = (
     (b"is_superuser", b"off"),
 )
 
-# The statements of every call, encoded once. The cursor name is the server's own identifier;
-# only the checked SQL and two integers are added per call.
-_CURSOR: Final = sql.Identifier(CURSOR_NAME).as_bytes(None)
+# The statements of every call, encoded once; only the checked SQL and the snapshot the
+# guard compares are added per call.
 _BEGIN: Final = b"BEGIN TRANSACTION READ ONLY"
-_DECLARE: Final = b"DECLARE " + _CURSOR + b" NO SCROLL CURSOR FOR "
 _ROLLBACK: Final = b"ROLLBACK"
 _EXECUTE_GUARD: Final = b"EXECUTE " + sql.Identifier(GUARD_NAME).as_bytes(None)
+_EXECUTE_UNCHANGED_GUARD: Final = b"EXECUTE " + sql.Identifier(UNCHANGED_GUARD_NAME).as_bytes(None)
 _EXECUTE_READ_BACK: Final = b"EXECUTE " + sql.Identifier(READ_BACK_NAME).as_bytes(None)
 # A snapshot as `pg_current_snapshot()` writes it: xmin:xmax:xip,...
 _SNAPSHOT: Final = re.compile(r"\d+:\d+:[\d,]*")
-# The guard's place in the read segment: after BEGIN and SET LOCAL.
-_GUARD_INDEX: Final = 2
+# The guard's place in the read segment: after BEGIN.
+_GUARD_INDEX: Final = 1
+# The session's own prepared statements; the read-back proves there is no other.
+_PREPARED_NAMES: Final = (GUARD_NAME, UNCHANGED_GUARD_NAME, READ_BACK_NAME)
 
-# What clears the session state a rollback leaves: advisory locks, holdable cursors and LISTEN
-# registrations survive a rolled-back transaction, and none may reach the next call. Prepared
-# statements survive too; the only one a session may hold is the guard, which the read-back
-# proves (no query can PREPARE: the policy refuses it).
-_RESET_STATEMENTS: Final = (
-    "CLOSE ALL",
-    "UNLISTEN *",
-    "SELECT pg_catalog.pg_advisory_unlock_all()",
-)
-# The query that reads every pinned setting back, in `SessionPins.ensure_read_back()` order.
+# What clears the session state a rollback leaves: holdable cursors and LISTEN registrations
+# survive a committed transaction, and none may reach the next call (the read-back releases
+# advisory locks itself). Prepared statements survive even a rollback; the only ones a session
+# may hold are its own, which the read-back proves (no query can PREPARE: the policy refuses
+# it, and the statement that runs is proved to be the checked SELECT).
+_RESET_STATEMENTS: Final = ("CLOSE ALL", "UNLISTEN *")
+# The query that reads every pinned setting back, in `SessionPins.ensure_read_back()` order,
+# and releases the session-level advisory locks a rolled-back transaction leaves (Rule 6).
 _READ_BACK: Final = (
     "SELECT pg_catalog.current_setting('standard_conforming_strings'), "  # nosec B608  # Constants.
     "pg_catalog.current_setting('client_encoding'), "
@@ -182,17 +197,23 @@ _READ_BACK: Final = (
     "pg_catalog.current_setting('IntervalStyle'), "
     "pg_catalog.current_setting('bytea_output'), "
     "pg_catalog.current_setting('is_superuser'), "
+    "pg_catalog.current_setting('statement_timeout'), "
+    "pg_catalog.current_setting('lock_timeout'), "
+    "pg_catalog.current_setting('idle_in_transaction_session_timeout'), "
     "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements "
-    f"WHERE name OPERATOR(pg_catalog.<>) ALL ('{{{GUARD_NAME},{READ_BACK_NAME}}}')), "
-    # What a rolled-back transaction leaves in a session: holdable cursors (the read-back's
-    # own unnamed portal aside), LISTEN registrations and session-level advisory locks.
+    f"WHERE name OPERATOR(pg_catalog.<>) ALL ('{{{','.join(_PREPARED_NAMES)}}}')), "
+    # What a committed transaction leaves in a session (a call's never commits): holdable
+    # cursors (the read-back's own unnamed portal aside) and LISTEN registrations.
     "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors "
     "WHERE name OPERATOR(pg_catalog.<>) '') "
-    "+ (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels()) "
-    "+ (SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks "
-    "WHERE locktype OPERATOR(pg_catalog.=) 'advisory' "
-    "AND pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())"
+    "+ (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels()), "
+    "pg_catalog.pg_advisory_unlock_all()"
 )
+# The columns of the read-back: eleven settings, two counts and the release of the locks.
+_READ_BACK_COLUMNS: Final = 14
+# How PostgreSQL shows a setting kept in milliseconds: in the largest unit that holds the value
+# exactly (`SHOW statement_timeout` is `10s` for 10,000).
+_TIME_UNITS: Final = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000))
 # The results a statement of the cleanup segment may end with.
 _COMPLETED: Final = frozenset({ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK})
 
@@ -210,14 +231,12 @@ class FetchedRows:
         rows: At most `max_rows` rows of JSON values.
         truncated: True when a server bound, not the query, ended the rows.
         truncated_reason: `max_rows` or `max_result_bytes`, or None.
-        guarded_at: The snapshot under which the call's guard passed, if it ran one.
     """
 
     columns: list[str]
     rows: list[list[Any]]
     truncated: bool
     truncated_reason: str | None = None
-    guarded_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +246,8 @@ class SessionPins:
     Attributes:
         schemas: The schemas of the trusted extensions, searched after pg_catalog (never the
             schemas of MCP_SQL_SCHEMAS: their relations are qualified by `statement.py`).
-        statement_timeout_ms: The session's statement timeout (each call also sets it
-            transaction-locally).
+        statement_timeout_ms: The session's statement timeout, which every statement of a
+            call runs under.
     """
 
     schemas: tuple[str, ...]
@@ -256,8 +275,8 @@ class SessionPins:
                 "SET statement_timeout = {statement}; "
                 "SET lock_timeout = {lock}; "
                 "SET idle_in_transaction_session_timeout = {idle}; "
-                # The session's only prepared statements are the guard and the read-back:
-                # planned once, never again per call (the guard takes a parameter).
+                # The session's only prepared statements are its own (`_PREPARED_NAMES`):
+                # planned once, never again per call (the guards take a parameter).
                 "SET plan_cache_mode = force_generic_plan; "
             ).format(
                 path=path,
@@ -270,11 +289,11 @@ class SessionPins:
 
     @staticmethod
     def reset_statements() -> sql.Composed:
-        """Return the statements that clear session state a rollback leaves, then read back.
+        """Return the statements that clear the session's state, then read back.
 
-        Advisory locks, prepared statements, open cursors and LISTEN registrations survive a
-        rolled-back transaction; none may reach the next call. This is the pool's reset, for
-        a connection whose call did not end with `cleanup_statements()`.
+        Holdable cursors and LISTEN registrations survive a committed transaction, and advisory
+        locks and prepared statements a rolled-back one; none may reach the next call. This is
+        the pool's reset, for a connection whose call did not end with `cleanup_statements()`.
         """
         return sql.SQL("".join(f"{statement}; " for statement in _RESET_STATEMENTS)) + (
             SessionPins.read_back()
@@ -284,10 +303,12 @@ class SessionPins:
     def cleanup_statements() -> tuple[bytes, ...]:
         """Return the read-back that ends a call: the pins, and no state left behind.
 
-        A call that ends with its own cleanup segment has run only the checked statement, so
-        the session is proved clean rather than cleared: a cursor, listener, advisory lock or
-        prepared statement that is there anyway fails the read-back, and the connection is
-        closed. (The pool's reset, after a cancelled or failed call, clears them first.)
+        A call that ends with its own cleanup segment has run only the checked statement, in a
+        transaction that was rolled back, so the session is proved clean rather than cleared:
+        a cursor, listener or prepared statement that is there anyway fails the read-back, and
+        the connection is closed. Advisory locks, which only a count of the whole server's lock
+        table could prove absent, are released instead (Rule 6). (The pool's reset, after a
+        cancelled or failed call, clears the rest first.)
         """
         return (_EXECUTE_READ_BACK,)
 
@@ -302,28 +323,45 @@ class SessionPins:
         Raises:
             DatabaseUnavailable: A setting differs from its pin, or the role is a superuser.
         """
-        if row is None or len(row) != 10:
+        if row is None or len(row) != _READ_BACK_COLUMNS:
             raise DatabaseUnavailable("the session's settings could not be read back")
         scs, encoding, path, read_only, date_style, interval_style, bytea, superuser = row[:8]
-        if row[8] != 0:
+        if row[11] != 0:
             raise DatabaseUnavailable("the session holds a prepared statement of its own")
-        if row[9] != 0:
-            raise DatabaseUnavailable("the session holds a cursor, listener or advisory lock")
+        if row[12] != 0:
+            raise DatabaseUnavailable("the session holds a cursor or a listener")
         if superuser != "off":
             raise DatabaseUnavailable(
                 "refusing to run queries as a superuser: connect as a least-privilege role "
                 "(scripts/least-privilege-role.sql)"
             )
         path_items = tuple(item.strip().strip('"') for item in str(path).split(","))
-        if (scs, encoding, read_only, date_style, interval_style, bytea) != (
+        if (scs, encoding, read_only, date_style, interval_style, bytea, *row[8:11]) != (
             "on",
             "UTF8",
             "on",
             "ISO, YMD",
             "iso_8601",
             "hex",
+            shown_milliseconds(self.statement_timeout_ms),
+            shown_milliseconds(LOCK_TIMEOUT_MS),
+            shown_milliseconds(IDLE_IN_TRANSACTION_TIMEOUT_MS),
         ) or path_items != self.search_path:
             raise DatabaseUnavailable("the session's pinned settings did not hold")
+
+
+def shown_milliseconds(value: int) -> str:
+    """Return a setting kept in milliseconds as PostgreSQL shows it (`10s` for 10,000).
+
+    Args:
+        value: The setting, in milliseconds.
+    """
+    if value <= 0:
+        return str(value)
+    for unit, size in _TIME_UNITS:
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return f"{value}ms"
 
 
 def ensure_reported_pins(conn: AsyncConnection[Any]) -> None:
@@ -399,10 +437,12 @@ class ReadOnlyDatabase:
         self._problems: Final[
             weakref.WeakKeyDictionary[AsyncConnection[Any], list[RoleProblem]]
         ] = weakref.WeakKeyDictionary()
-        # The snapshot under which each connection's guard last passed (Rule 3).
+        # The snapshot under which each connection's guard last passed, and the connections
+        # whose last guard found it unchanged, which send the guard's short form (Rule 4).
         self._guarded_at: Final[weakref.WeakKeyDictionary[AsyncConnection[Any], str]] = (
             weakref.WeakKeyDictionary()
         )
+        self._unchanged: Final[weakref.WeakSet[AsyncConnection[Any]]] = weakref.WeakSet()
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
@@ -444,6 +484,7 @@ class ReadOnlyDatabase:
         self._pins.ensure_read_back(await _last_row(cursor))
         await self._audit(conn)
         await conn.execute(f"PREPARE {GUARD_NAME}(pg_catalog.text) AS {guard_sql(self._trusted)}")
+        await conn.execute(f"PREPARE {UNCHANGED_GUARD_NAME}(pg_catalog.text) AS {UNCHANGED_GUARD}")
         await conn.execute(f"PREPARE {READ_BACK_NAME} AS {_READ_BACK}")
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
@@ -542,19 +583,21 @@ class ReadOnlyDatabase:
             problems = await self._audit(conn)
             if problems:
                 raise refusal(problems)
-        outcome = await _read_in_one_round_trip(
-            conn,
-            statement,
-            statement_timeout_ms=pins.statement_timeout_ms,
-            client_timeout=self._query_timeout + CLIENT_GRACE_S,
-            pins=pins,
-            guard=self._guarded_at.get(conn, ""),
-        )
-        # The read returned, so its cleanup segment cleared the session and proved the pins
-        # (Rule 5): the pool's reset has nothing left to do.
-        self._cleaned.add(conn)
-        if isinstance(outcome, FetchedRows) and outcome.guarded_at is not None:
-            self._guarded_at[conn] = outcome.guarded_at
+        last = self._guarded_at.get(conn, "")
+        unchanged = conn in self._unchanged
+        read = await self._read(conn, statement, pins, _guard_statement(last, unchanged=unchanged))
+        if unchanged and isinstance(read.outcome, _GuardFailed):
+            # Rule 4: the snapshot moved since the guard last passed, so nothing else ran; the
+            # full guard decides, and is sent on this connection until it finds no change.
+            self._unchanged.discard(conn)
+            read = await self._read(conn, statement, pins, _guard_statement(last, unchanged=False))
+        if read.guarded_at is not None:
+            self._guarded_at[conn] = read.guarded_at
+            if read.guarded_at == last:
+                self._unchanged.add(conn)
+            else:
+                self._unchanged.discard(conn)
+        outcome = read.outcome
         if isinstance(outcome, _GuardFailed):
             # The guard found a problem that appeared after the connection was set up: the
             # audit names it (one more round trip, on this refusal path only).
@@ -562,6 +605,27 @@ class ReadOnlyDatabase:
         if isinstance(outcome, ToolFailure) and outcome.problem.metadata.get("sqlstate") == "42P01":
             raise self._with_search_hint(outcome)
         return _rows_or_raise(outcome)
+
+    async def _read(
+        self,
+        conn: AsyncConnection[Any],
+        statement: ExecutableStatement,
+        pins: SessionPins,
+        guard: bytes,
+    ) -> "_Read":
+        read = await _read_in_one_round_trip(
+            conn,
+            statement,
+            statement_timeout_ms=pins.statement_timeout_ms,
+            client_timeout=self._query_timeout + CLIENT_GRACE_S,
+            pins=pins,
+            before=guard,
+            guard=True,
+        )
+        # The read returned, so its cleanup segment ended the transaction and proved the pins
+        # (Rule 6): the pool's reset has nothing left to do.
+        self._cleaned.add(conn)
+        return read
 
     async def _audit(self, conn: AsyncConnection[Any]) -> list[RoleProblem]:
         # Runs the whole audit on an idle connection and records what it found.
@@ -625,8 +689,16 @@ async def _read_catalog(
 
 
 class _GuardFailed:
-    # The read segment's guard refused: the role could run code nobody trusted.
+    # The read segment's guard failed: the role could run code nobody trusted or, for the
+    # guard's short form, the cluster's snapshot moved (Rule 4).
     __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    # What one round trip found: the outcome, and the snapshot under which its guard passed.
+    outcome: "FetchedRows | ToolFailure | _GuardFailed"
+    guarded_at: str | None = None
 
 
 def _rows_or_raise(outcome: "FetchedRows | ToolFailure | _GuardFailed") -> FetchedRows:
@@ -635,6 +707,14 @@ def _rows_or_raise(outcome: "FetchedRows | ToolFailure | _GuardFailed") -> Fetch
     if isinstance(outcome, _GuardFailed):
         raise refusal([_RACE])
     return outcome
+
+
+def _guard_statement(last: str, *, unchanged: bool) -> bytes:
+    # The guard, or its short form, given the snapshot under which it last passed. The
+    # snapshot is the server's own text (digits, colons, commas), checked again here.
+    checked = last if _SNAPSHOT.fullmatch(last) else ""
+    prepared = _EXECUTE_UNCHANGED_GUARD if unchanged else _EXECUTE_GUARD
+    return prepared + b"('" + checked.encode("ascii") + b"')"
 
 
 async def fetch_read_only(
@@ -647,9 +727,10 @@ async def fetch_read_only(
 ) -> FetchedRows:
     """Run one statement in a read-only transaction that is always rolled back.
 
-    The statement is declared as a cursor over the extended query protocol and at most
-    `max_rows + 1` rows are fetched, in one round trip that ends with the rollback (Rule 3),
-    without the guard or the byte bound. The session is not reset: the pool does that.
+    The statement runs over the extended query protocol, in one round trip that ends with
+    the rollback (Rule 3), under a transaction-local `statement_timeout` (the connection is
+    not a pinned session), without the guard or the byte bound; at most `max_rows` rows are
+    returned. The session is not reset: the pool does that.
 
     Args:
         conn: An idle autocommit connection loading values with `values.make_adapters()`.
@@ -665,15 +746,15 @@ async def fetch_read_only(
         ToolFailure: PostgreSQL refused the query, or it timed out.
         DatabaseUnavailable: The connection or the server failed.
     """
-    outcome = await _read_in_one_round_trip(
+    read = await _read_in_one_round_trip(
         conn,
         ExecutableStatement(statement, max_rows, 0, wrapped=False),
         statement_timeout_ms=statement_timeout_ms,
         client_timeout=client_timeout,
         pins=None,
-        guard=None,
+        before=b"SET LOCAL statement_timeout = %d" % statement_timeout_ms,
     )
-    return _rows_or_raise(outcome)
+    return _rows_or_raise(read.outcome)
 
 
 async def _read_in_one_round_trip(
@@ -683,26 +764,18 @@ async def _read_in_one_round_trip(
     statement_timeout_ms: int,
     client_timeout: float,
     pins: SessionPins | None,
-    guard: str | None,
-) -> "FetchedRows | ToolFailure | _GuardFailed":
-    # Runs Rule 3's round trip. It returns the rows, the in-band problem the query met or the
-    # guard's refusal, once the cleanup segment has ended the transaction and, given `pins`,
-    # cleared the session and proved the pins; it raises when that cannot be established,
-    # after `_recover()`.
+    before: bytes,
+    guard: bool = False,
+) -> _Read:
+    # Runs Rule 3's round trip: BEGIN, `before` (the guard, given `guard`), the statement;
+    # then ROLLBACK and, given `pins`, the read-back. It returns the rows, the in-band problem
+    # the query met or the guard's refusal, once the cleanup segment has ended the transaction
+    # and proved the pins; it raises when that cannot be established, after `_recover()`.
     #
     # The statement is inserted as SQL on purpose: it is the text `statement.py` built and
     # proved, and the extended protocol refuses anything but one statement.
     encoding = conn.info.encoding
-    read_segment: list[bytes] = [_BEGIN, b"SET LOCAL statement_timeout = %d" % statement_timeout_ms]
-    if guard is not None:
-        # The snapshot is the server's own text (digits, colons, commas), checked again here.
-        last = guard if _SNAPSHOT.fullmatch(guard) else ""
-        read_segment.append(_EXECUTE_GUARD + b"('" + last.encode("ascii") + b"')")
-    if statement.explain_format is None:
-        read_segment.append(_DECLARE + statement.sql.encode(encoding))
-        read_segment.append(b"FETCH FORWARD %d FROM %b" % (statement.max_rows + 1, _CURSOR))
-    else:
-        read_segment.append(statement.sql.encode(encoding))
+    read_segment = (_BEGIN, before, statement.sql.encode(encoding))
     cleanup_segment = (_ROLLBACK,) if pins is None else (_ROLLBACK, *pins.cleanup_statements())
     try:
         async with asyncio.timeout(client_timeout), conn.lock:
@@ -729,9 +802,13 @@ async def _read_in_one_round_trip(
         # connection is never used again.
         await conn.close()
         raise
-    return _outcome(
-        conn, statement, read, guarded=guard is not None, statement_timeout_ms=statement_timeout_ms
+    guarded_at = None
+    if guard and read[_GUARD_INDEX].status == ExecStatus.TUPLES_OK:
+        guarded_at = str(_load_rows(conn, read[_GUARD_INDEX])[0][0])
+    outcome = _outcome(
+        conn, statement, read, guarded=guard, statement_timeout_ms=statement_timeout_ms
     )
+    return _Read(outcome, guarded_at)
 
 
 def _outcome(
@@ -772,13 +849,11 @@ def _outcome(
     except ToolFailure as exc:
         return exc
     reason = normalised.truncated_reason or reason
-    snapshot = _load_rows(conn, read[_GUARD_INDEX])[0][0] if guarded else None
     return FetchedRows(
         columns=columns,
         rows=normalised.rows,
         truncated=reason is not None,
         truncated_reason=reason,
-        guarded_at=snapshot,
     )
 
 

@@ -221,7 +221,7 @@ class SQLTool:
                 database = ReadOnlyDatabase(
                     self._dsn.get_secret_value(),
                     trusted=trusted_code(settings),
-                    statement_timeout_ms=round(settings.sql_query_timeout * 1000),
+                    statement_timeout_ms=max(1, round(settings.sql_query_timeout * 1000)),
                     application_name=settings.sql_application_name,
                     connect_timeout=settings.sql_connect_timeout,
                     query_timeout=settings.sql_query_timeout,
