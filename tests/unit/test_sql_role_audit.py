@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 import psycopg.sql
@@ -419,7 +419,7 @@ def _recording_guards(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     sent: list[str] = []
     original = session._guard_statement
 
-    def recording(last: str, *, unchanged: bool) -> bytes:
+    def recording(last: str, *, unchanged: bool) -> Any:
         sent.append("short" if unchanged else "full")
         return original(last, unchanged=unchanged)
 

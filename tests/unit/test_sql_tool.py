@@ -15,6 +15,7 @@ document's table writes the cap as "LIMIT 50": that is what the caller sees.
 # (The tests build SQL text on purpose: hostile queries are what they feed the policy.)
 
 import asyncio
+import contextlib
 import json
 import logging
 import operator
@@ -1209,6 +1210,44 @@ def test_milliseconds_are_read_back_as_postgresql_shows_them(
 
 
 @pytest.mark.postgres
+def test_a_call_is_one_round_trip_and_a_failed_one_two(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools.sql import session
+
+    trips: list[list[Any]] = []
+    original = session._round_trip
+
+    async def counting(conn: Any, statements: Any, **kwargs: Any) -> Any:
+        trips.append(list(statements))
+        return await original(conn, statements, **kwargs)
+
+    monkeypatch.setattr(session, "_round_trip", counting)
+
+    async def body(tool: SQLTool) -> list[list[list[Any]]]:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        calls = []
+        for text in ("SELECT 2", "SELECT 1 / 0", "SELECT 3"):
+            trips.clear()
+            with contextlib.suppress(ToolFailure):
+                await tool.run(ReadOnlySQLParams(query=text))
+            calls.append(list(trips))
+        return calls
+
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+    ok, failed, again = run_with_tool(settings, body)
+    read_back = session._Prepared(b"mcp_read_back")
+    assert len(ok) == 1
+    assert ok[0][0] == b"BEGIN TRANSACTION READ ONLY"
+    assert ok[0][-2:] == [b"ROLLBACK", read_back]
+    # The failed statement skipped the rest of its pipeline; a second round trip ends its
+    # transaction and reads the pins back.
+    assert len(failed) == 2
+    assert failed[1] == [b"ROLLBACK", read_back]
+    assert len(again) == 1
+
+
+@pytest.mark.postgres
 def test_no_call_sets_its_own_timeout(postgres_server: PostgresServer) -> None:
     # The session's statement_timeout is pinned when it is set up and read back after every
     # call, so a call's read segment is BEGIN, the guard and the statement alone.
@@ -1406,8 +1445,9 @@ def test_a_cancelled_call_leaves_the_reset_to_the_pool(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("text", ["SELECT 1", "SELECT 1 / 0"])
 def test_a_read_back_that_fails_after_the_query_closes_the_connection(
-    postgres_server: PostgresServer,
+    postgres_server: PostgresServer, text: str
 ) -> None:
     from mcp_server_suite.tools.sql.session import DatabaseUnavailable
 
@@ -1419,10 +1459,11 @@ def test_a_read_back_that_fails_after_the_query_closes_the_connection(
         assert database is not None
         async with database._pool.connection() as conn:
             # bytea_output is not among the settings PostgreSQL reports on its own, so only
-            # the read-back at the end of the call can see it changed.
+            # the read-back at the end of the call can see it changed: in the call's own
+            # round trip, or in the second one that ends a failed query's transaction.
             await conn.execute("SET bytea_output = 'escape'")
             with pytest.raises(DatabaseUnavailable, match="pinned settings did not hold"):
-                await database._run_on(conn, checked("SELECT 1"))
+                await database._run_on(conn, checked(text))
             assert conn.closed
         result = await tool.run(ReadOnlySQLParams(query="SELECT '\\x01'::bytea AS b"))
         assert result.rows == [["\\x01"]]
@@ -1475,7 +1516,7 @@ class _ScriptedConnection:
         self.flushes = flushes
         self.busy = busy
         self.results = results
-        self.sent: list[bytes | None] = []
+        self.sent: list[Any] = []
         self.consumed = 0
         self.in_pipeline = False
 
@@ -1487,6 +1528,9 @@ class _ScriptedConnection:
 
     def send_query_params(self, statement: bytes, params: None) -> None:
         self.sent.append(statement)
+
+    def send_query_prepared(self, name: bytes, params: list[bytes] | None) -> None:
+        self.sent.append((name, params))
 
     def pipeline_sync(self) -> None:
         self.sent.append(None)
@@ -1519,10 +1563,10 @@ OK = psycopg.pq.ExecStatus.COMMAND_OK
 SYNC = psycopg.pq.ExecStatus.PIPELINE_SYNC
 
 
-def test_the_pipeline_sends_every_segment_and_groups_the_results() -> None:
+def test_the_pipeline_sends_every_statement_then_one_sync() -> None:
     from psycopg.waiting import Ready, Wait
 
-    from mcp_server_suite.tools.sql.session import _pipeline
+    from mcp_server_suite.tools.sql.session import _pipeline, _Prepared
 
     first, second, third = _Result(OK), _Result(OK), _Result(OK)
     conn = _ScriptedConnection(
@@ -1531,16 +1575,20 @@ def test_the_pipeline_sends_every_segment_and_groups_the_results() -> None:
         # The first result is not there yet on the first look, nor after a wake-up with
         # nothing to read (as psycopg resumes a generator after a cancellation).
         busy=[True, True, False],
-        results=[first, None, second, None, _Result(SYNC), third, None, _Result(SYNC)],
+        results=[first, None, second, None, third, None, _Result(SYNC)],
     )
-    waits, segments = _drive(
-        _pipeline(conn, [(b"A", b"B"), (b"C",)]),  # type: ignore[arg-type]  # A stand-in.
+    waits, results = _drive(
+        _pipeline(
+            conn,  # type: ignore[arg-type]  # A stand-in.
+            [b"A", _Prepared(b"guard", (b"1:1:",)), _Prepared(b"read_back")],
+        ),
         [Ready.R, None, Ready.NONE, Ready.R],
     )
-    assert conn.sent == [b"A", b"B", None, b"C", None]
+    # Prepared statements run by name, with their parameters (none: no parameter list).
+    assert conn.sent == [b"A", (b"guard", (b"1:1:",)), (b"read_back", None), None]
     assert waits == [Wait.RW, Wait.RW, Wait.R, Wait.R]
     assert conn.consumed == 2
-    assert segments == [[first, second], [third]]
+    assert results == [first, second, third]
     assert not conn.in_pipeline
 
 
@@ -1549,7 +1597,7 @@ def test_the_pipeline_sends_every_segment_and_groups_the_results() -> None:
     [
         [None],  # No result for a statement.
         [_Result(OK), _Result(OK)],  # Two results for one statement.
-        [_Result(OK), None, None],  # No Sync after the segment.
+        [_Result(OK), None, None],  # No Sync after the statements.
         [_Result(OK), None, _Result(OK)],  # A result where the Sync belongs.
     ],
 )
@@ -1558,7 +1606,7 @@ def test_a_pipeline_out_of_step_is_an_internal_error(results: list[Any]) -> None
 
     conn = _ScriptedConnection(flushes=[], busy=[], results=results)
     with pytest.raises(DatabaseUnavailable, match="did not match"):
-        _drive(_pipeline(conn, [(b"A",)]), [])  # type: ignore[arg-type]  # A stand-in.
+        _drive(_pipeline(conn, [b"A"]), [])  # type: ignore[arg-type]  # A stand-in.
     # The connection stays in pipeline mode, which `_recover()` answers by closing it.
     assert conn.in_pipeline
 

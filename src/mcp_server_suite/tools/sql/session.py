@@ -15,27 +15,30 @@ Rules:
    of its guard are prepared on it (`mcp_guard`, `mcp_guard_unchanged`). A connection whose
    audit (or guard) found problems refuses its calls in-band, naming them, and is audited
    again before each next use.
-3. One call is one network round trip: a libpq pipeline of two segments, each ended by a
-   Sync. The read: `BEGIN TRANSACTION READ ONLY`, the guard (which fails while the role
-   could run untrusted code, aborting the rest of the segment), then the statement itself.
-   The cleanup: `ROLLBACK`, then the read-back of the pins, which also releases any
+3. One call is one network round trip: a libpq pipeline ended by a single Sync, so that
+   libpq writes it at once and PostgreSQL answers it at once: `BEGIN TRANSACTION READ
+   ONLY`, the guard (which fails while the role could run untrusted code), the statement
+   itself, `ROLLBACK`, then the read-back of the pins, which also releases any
    session-level advisory lock. Every statement travels over the extended query protocol,
-   in which PostgreSQL refuses a second statement in one. An error aborts the rest of its
-   own segment only, so the cleanup runs whatever the read did.
+   in which PostgreSQL refuses a second statement in one; the guards and the read-back are
+   prepared on the session and run by name. An error skips the rest of the pipeline, the
+   ROLLBACK included, so a call whose read failed ends its transaction (ROLLBACK, then the
+   read-back) in a second round trip: only calls that fail pay it.
 4. The guard skips its checks while the cluster's snapshot is the one under which it last
    passed on the connection: no transaction has committed or begun writing anywhere since,
    so no catalog can have changed. On a connection whose last guard found the snapshot
    unchanged, a call sends the guard's short form, `mcp_guard_unchanged`, which only makes
    that comparison (PostgreSQL would start the full guard's plan, some thirty catalog scans,
    even to skip it). When the snapshot has moved, the short form fails, nothing else of the
-   read runs, and the call is made again with the full guard, which the connection then
-   keeps sending until it finds the cluster unchanged again: a busy cluster pays the full
-   checks on every call, and never a second round trip.
+   read runs, and the call is made again with the full guard (after the ROLLBACK the
+   failure needs, in the same round trip), which the connection then keeps sending until it
+   finds the cluster unchanged again: a busy cluster pays the full checks on every call,
+   and never a second round trip.
 5. The statement's last column is the running total of the rows' text bytes
    (`statement.py`): rows past `max_result_bytes` arrive without their values, and are cut;
    a first row past it is refused in-band, with the bound in the detail. The wrapper caps
    the rows at `max_rows + 1`, so the statement runs as it is, without a cursor.
-6. A connection goes back to the pool clean. A call that ended with its own cleanup segment
+6. A connection goes back to the pool clean. A call that ended with its own read-back
    ran nothing but its checked statement, in a transaction that was rolled back; what
    survives a rollback is proved absent by the read-back (prepared statements, holdable
    cursors, LISTEN registrations) or released by it (advisory locks: counting them would
@@ -61,10 +64,11 @@ from typing import Any, Final, TypeVar
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor, sql
 from psycopg.abc import PQGen
+from psycopg.abc import Transformer as RowLoader
 from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import error_from_result
-from psycopg.pq import ExecStatus, PipelineStatus, TransactionStatus
+from psycopg.pq import DiagnosticField, ExecStatus, PipelineStatus, TransactionStatus
 from psycopg.pq.abc import PGconn, PGresult
 from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -167,12 +171,9 @@ _REPORTED_PINS: Final = (
 )
 
 # The statements of every call, encoded once; only the checked SQL and the snapshot the
-# guard compares are added per call.
+# guard compares are added per call (the guards and the read-back run by name: `_Prepared`).
 _BEGIN: Final = b"BEGIN TRANSACTION READ ONLY"
 _ROLLBACK: Final = b"ROLLBACK"
-_EXECUTE_GUARD: Final = b"EXECUTE " + sql.Identifier(GUARD_NAME).as_bytes(None)
-_EXECUTE_UNCHANGED_GUARD: Final = b"EXECUTE " + sql.Identifier(UNCHANGED_GUARD_NAME).as_bytes(None)
-_EXECUTE_READ_BACK: Final = b"EXECUTE " + sql.Identifier(READ_BACK_NAME).as_bytes(None)
 # A snapshot as `pg_current_snapshot()` writes it: xmin:xmax:xip,...
 _SNAPSHOT: Final = re.compile(r"\d+:\d+:[\d,]*")
 # The guard's place in the read segment: after BEGIN.
@@ -293,24 +294,11 @@ class SessionPins:
 
         Holdable cursors and LISTEN registrations survive a committed transaction, and advisory
         locks and prepared statements a rolled-back one; none may reach the next call. This is
-        the pool's reset, for a connection whose call did not end with `cleanup_statements()`.
+        the pool's reset, for a connection whose call did not end with its own read-back.
         """
         return sql.SQL("".join(f"{statement}; " for statement in _RESET_STATEMENTS)) + (
             SessionPins.read_back()
         )
-
-    @staticmethod
-    def cleanup_statements() -> tuple[bytes, ...]:
-        """Return the read-back that ends a call: the pins, and no state left behind.
-
-        A call that ends with its own cleanup segment has run only the checked statement, in a
-        transaction that was rolled back, so the session is proved clean rather than cleared:
-        a cursor, listener or prepared statement that is there anyway fails the read-back, and
-        the connection is closed. Advisory locks, which only a count of the whole server's lock
-        table could prove absent, are released instead (Rule 6). (The pool's reset, after a
-        cancelled or failed call, clears the rest first.)
-        """
-        return (_EXECUTE_READ_BACK,)
 
     @staticmethod
     def read_back() -> sql.SQL:
@@ -585,12 +573,17 @@ class ReadOnlyDatabase:
                 raise refusal(problems)
         last = self._guarded_at.get(conn, "")
         unchanged = conn in self._unchanged
-        read = await self._read(conn, statement, pins, _guard_statement(last, unchanged=unchanged))
+        read = await self._read(
+            conn, statement, pins, _guard_statement(last, unchanged=unchanged), retrying=unchanged
+        )
         if unchanged and isinstance(read.outcome, _GuardFailed):
             # Rule 4: the snapshot moved since the guard last passed, so nothing else ran; the
-            # full guard decides, and is sent on this connection until it finds no change.
+            # full guard decides (after the ROLLBACK the short form's failure still needs),
+            # and is sent on this connection until it finds no change.
             self._unchanged.discard(conn)
-            read = await self._read(conn, statement, pins, _guard_statement(last, unchanged=False))
+            read = await self._read(
+                conn, statement, pins, _guard_statement(last, unchanged=False), after_abort=True
+            )
         if read.guarded_at is not None:
             self._guarded_at[conn] = read.guarded_at
             if read.guarded_at == last:
@@ -611,7 +604,10 @@ class ReadOnlyDatabase:
         conn: AsyncConnection[Any],
         statement: ExecutableStatement,
         pins: SessionPins,
-        guard: bytes,
+        guard: "_Prepared",
+        *,
+        retrying: bool = False,
+        after_abort: bool = False,
     ) -> "_Read":
         read = await _read_in_one_round_trip(
             conn,
@@ -621,10 +617,13 @@ class ReadOnlyDatabase:
             pins=pins,
             before=guard,
             guard=True,
+            after_abort=after_abort,
+            retrying=retrying,
         )
-        # The read returned, so its cleanup segment ended the transaction and proved the pins
-        # (Rule 6): the pool's reset has nothing left to do.
-        self._cleaned.add(conn)
+        if not read.aborted:
+            # The read returned, and its transaction ended with the read-back, which proved
+            # the pins (Rule 6): the pool's reset has nothing left to do.
+            self._cleaned.add(conn)
         return read
 
     async def _audit(self, conn: AsyncConnection[Any]) -> list[RoleProblem]:
@@ -689,16 +688,30 @@ async def _read_catalog(
 
 
 class _GuardFailed:
-    # The read segment's guard failed: the role could run code nobody trusted or, for the
-    # guard's short form, the cluster's snapshot moved (Rule 4).
+    # The read's guard failed: the role could run code nobody trusted or, for the guard's
+    # short form, the cluster's snapshot moved (Rule 4).
     __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
 class _Read:
-    # What one round trip found: the outcome, and the snapshot under which its guard passed.
+    # What one round trip found: the outcome, the snapshot under which its guard passed, and
+    # whether a failure left its transaction aborted (the caller's next round trip starts
+    # with ROLLBACK).
     outcome: "FetchedRows | ToolFailure | _GuardFailed"
     guarded_at: str | None = None
+    aborted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    # A statement prepared on the session, run by name over the extended protocol (Bind and
+    # Execute only): PostgreSQL parses no text for it per call.
+    name: bytes
+    params: tuple[bytes, ...] = ()
+
+
+_READ_BACK_STATEMENT: Final = _Prepared(READ_BACK_NAME.encode("ascii"))
 
 
 def _rows_or_raise(outcome: "FetchedRows | ToolFailure | _GuardFailed") -> FetchedRows:
@@ -709,12 +722,12 @@ def _rows_or_raise(outcome: "FetchedRows | ToolFailure | _GuardFailed") -> Fetch
     return outcome
 
 
-def _guard_statement(last: str, *, unchanged: bool) -> bytes:
+def _guard_statement(last: str, *, unchanged: bool) -> _Prepared:
     # The guard, or its short form, given the snapshot under which it last passed. The
     # snapshot is the server's own text (digits, colons, commas), checked again here.
     checked = last if _SNAPSHOT.fullmatch(last) else ""
-    prepared = _EXECUTE_UNCHANGED_GUARD if unchanged else _EXECUTE_GUARD
-    return prepared + b"('" + checked.encode("ascii") + b"')"
+    name = UNCHANGED_GUARD_NAME if unchanged else GUARD_NAME
+    return _Prepared(name.encode("ascii"), (checked.encode("ascii"),))
 
 
 async def fetch_read_only(
@@ -764,22 +777,108 @@ async def _read_in_one_round_trip(
     statement_timeout_ms: int,
     client_timeout: float,
     pins: SessionPins | None,
-    before: bytes,
+    before: "bytes | _Prepared",
     guard: bool = False,
+    after_abort: bool = False,
+    retrying: bool = False,
 ) -> _Read:
-    # Runs Rule 3's round trip: BEGIN, `before` (the guard, given `guard`), the statement;
-    # then ROLLBACK and, given `pins`, the read-back. It returns the rows, the in-band problem
-    # the query met or the guard's refusal, once the cleanup segment has ended the transaction
-    # and proved the pins; it raises when that cannot be established, after `_recover()`.
+    # Runs Rule 3's round trip: BEGIN, `before` (the guard, given `guard`), the statement,
+    # ROLLBACK and, given `pins`, the read-back, ended by one Sync; after an aborted read
+    # (`after_abort`) a ROLLBACK comes first. It returns the rows, the in-band problem the
+    # query met or the guard's refusal. When a statement of the read fails, PostgreSQL skips
+    # the rest of the segment, the ROLLBACK included: the transaction is then ended by a
+    # second round trip, unless the caller `retrying` after the guard's short form will do it.
+    # It raises when the session's state cannot be established, after `_recover()`.
     #
     # The statement is inserted as SQL on purpose: it is the text `statement.py` built and
     # proved, and the extended protocol refuses anything but one statement.
     encoding = conn.info.encoding
-    read_segment = (_BEGIN, before, statement.sql.encode(encoding))
-    cleanup_segment = (_ROLLBACK,) if pins is None else (_ROLLBACK, *pins.cleanup_statements())
+    ending: tuple[bytes | _Prepared, ...] = (
+        (_ROLLBACK,) if pins is None else (_ROLLBACK, _READ_BACK_STATEMENT)
+    )
+    lead = (_ROLLBACK,) if after_abort else ()
+    results = await _round_trip(
+        conn,
+        (*lead, _BEGIN, before, statement.sql.encode(encoding), *ending),
+        client_timeout=client_timeout,
+        statement_timeout_ms=statement_timeout_ms,
+    )
+    transformer = Transformer(conn)
+    try:
+        _ensure_completed(results[: len(lead)])
+        read, ended = results[len(lead) : len(lead) + 3], results[len(lead) + 3 :]
+        aborted = any(result.status not in _COMPLETED for result in read)
+        if not aborted:
+            _ensure_completed(ended)
+            if pins is not None:
+                read_back = _load_rows(transformer, ended[-1])
+                pins.ensure_read_back(read_back[0] if read_back else None)
+    except DatabaseUnavailable:
+        # The transaction may not have ended, or the session holds what it must not: the
+        # connection is never used again.
+        await conn.close()
+        raise
+    guarded_at = None
+    if guard and read[_GUARD_INDEX].status == ExecStatus.TUPLES_OK:
+        guarded_at = str(_load_rows(transformer, read[_GUARD_INDEX])[0][0])
+    if aborted and not (retrying and _guard_refused(read[_GUARD_INDEX])):
+        await _end_aborted(
+            conn, pins, client_timeout=client_timeout, statement_timeout_ms=statement_timeout_ms
+        )
+        aborted = False
+    outcome = _outcome(
+        conn,
+        transformer,
+        statement,
+        read,
+        guarded=guard,
+        statement_timeout_ms=statement_timeout_ms,
+    )
+    return _Read(outcome, guarded_at, aborted)
+
+
+def _guard_refused(result: PGresult) -> bool:
+    # The guard's own refusal (not any other error the guard's statement could meet).
+    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
+    return result.status == ExecStatus.FATAL_ERROR and sqlstate == GUARD_SQLSTATE.encode()
+
+
+async def _end_aborted(
+    conn: AsyncConnection[Any],
+    pins: SessionPins | None,
+    *,
+    client_timeout: float,
+    statement_timeout_ms: int,
+) -> None:
+    # Ends a transaction a failed read left aborted, and proves the pins (Rule 6).
+    ending: tuple[bytes | _Prepared, ...] = (
+        (_ROLLBACK,) if pins is None else (_ROLLBACK, _READ_BACK_STATEMENT)
+    )
+    results = await _round_trip(
+        conn, ending, client_timeout=client_timeout, statement_timeout_ms=statement_timeout_ms
+    )
+    try:
+        _ensure_completed(results)
+        if pins is not None:
+            read_back = _load_rows(Transformer(conn), results[-1])
+            pins.ensure_read_back(read_back[0] if read_back else None)
+    except DatabaseUnavailable:
+        await conn.close()
+        raise
+
+
+async def _round_trip(
+    conn: AsyncConnection[Any],
+    statements: Sequence["bytes | _Prepared"],
+    *,
+    client_timeout: float,
+    statement_timeout_ms: int,
+) -> list[PGresult]:
+    # One pipeline on the connection, within the client's own timeout; on any failure the
+    # connection is recovered (rolled back or closed) before the error goes on.
     try:
         async with asyncio.timeout(client_timeout), conn.lock:
-            read, cleanup = await conn.wait(_pipeline(conn.pgconn, (read_segment, cleanup_segment)))
+            return await conn.wait(_pipeline(conn.pgconn, statements))
     except TimeoutError:
         await _recover(conn)
         raise DeadlineExceeded(
@@ -792,34 +891,18 @@ async def _read_in_one_round_trip(
     except BaseException:
         await _recover(conn)
         raise
-    try:
-        _ensure_completed(cleanup)
-        if pins is not None:
-            read_back = _load_rows(conn, cleanup[-1])
-            pins.ensure_read_back(read_back[0] if read_back else None)
-    except DatabaseUnavailable:
-        # The transaction may not have ended, or the session holds what it must not: the
-        # connection is never used again.
-        await conn.close()
-        raise
-    guarded_at = None
-    if guard and read[_GUARD_INDEX].status == ExecStatus.TUPLES_OK:
-        guarded_at = str(_load_rows(conn, read[_GUARD_INDEX])[0][0])
-    outcome = _outcome(
-        conn, statement, read, guarded=guard, statement_timeout_ms=statement_timeout_ms
-    )
-    return _Read(outcome, guarded_at)
 
 
 def _outcome(
     conn: AsyncConnection[Any],
+    transformer: RowLoader,
     statement: ExecutableStatement,
     read: list[PGresult],
     *,
     guarded: bool,
     statement_timeout_ms: int,
 ) -> "FetchedRows | ToolFailure | _GuardFailed":
-    # What the read segment's results mean: the guard's refusal, the query's problem, or rows.
+    # What the read's results mean: the guard's refusal, the query's problem, or rows.
     encoding = conn.info.encoding
     # The first statement that did not complete failed; the ones after it were skipped.
     failed = next(
@@ -827,7 +910,7 @@ def _outcome(
     )
     if failed is not None:
         error = error_from_result(read[failed], encoding=encoding)
-        if guarded and failed == _GUARD_INDEX and error.sqlstate == GUARD_SQLSTATE:
+        if guarded and failed == _GUARD_INDEX and _guard_refused(read[failed]):
             return _GuardFailed()
         problem = translate_database_error(error, statement_timeout_ms)
         if not isinstance(problem, ToolFailure):
@@ -836,10 +919,10 @@ def _outcome(
         return problem
     fetched = read[-1]
     columns = [(fetched.fname(index) or b"").decode(encoding) for index in range(fetched.nfields)]
-    rows = _load_rows(conn, fetched)
+    rows = _load_rows(transformer, fetched)
     try:
         if statement.wrapped:
-            # Rule 4: the last column is the running total of the rows' text bytes.
+            # Rule 5: the last column is the running total of the rows' text bytes.
             kept, reason = bound_rows(rows, statement.max_result_bytes, statement.max_rows)
             columns.pop()
         else:
@@ -857,15 +940,15 @@ def _outcome(
     )
 
 
-def _load_rows(conn: AsyncConnection[Any], result: PGresult) -> list[list[Any]]:
-    # Loads a result's rows with the connection's loaders (`sql_values.make_adapters()`).
-    transformer = Transformer(conn)
+def _load_rows(transformer: RowLoader, result: PGresult) -> list[list[Any]]:
+    # Loads a result's rows with the connection's loaders (`values.make_adapters()`); one
+    # transformer serves a round trip's results, and keeps the loaders it looked up.
     transformer.set_pgresult(result)
     return transformer.load_rows(0, result.ntuples, list)
 
 
 def _ensure_completed(results: Sequence[PGresult]) -> None:
-    # Raises DatabaseUnavailable unless every statement of a cleanup segment ran.
+    # Raises DatabaseUnavailable unless every statement that ends a transaction ran.
     for result in results:
         if result.status not in _COMPLETED:
             raise DatabaseUnavailable(
@@ -873,8 +956,8 @@ def _ensure_completed(results: Sequence[PGresult]) -> None:
             )
 
 
-def _pipeline(pgconn: PGconn, segments: Sequence[Sequence[bytes]]) -> PQGen[list[list[PGresult]]]:
-    """Send every segment in pipeline mode, each ended by a Sync, and collect the results.
+def _pipeline(pgconn: PGconn, statements: Sequence["bytes | _Prepared"]) -> PQGen[list[PGresult]]:
+    """Send the statements in pipeline mode, ended by one Sync, and collect their results.
 
     Hazardous: this drives libpq directly, under the connection's lock, through
     `AsyncConnection.wait()` (which cancels the query on the server and lets this generator
@@ -883,21 +966,24 @@ def _pipeline(pgconn: PGconn, segments: Sequence[Sequence[bytes]]) -> PQGen[list
 
     Args:
         pgconn: The idle connection.
-        segments: Statements, one per message; a Sync follows each segment.
+        statements: SQL texts, each sent as one extended-protocol statement, and prepared
+            statements, run by name.
 
     Returns:
-        One result per statement, by segment. A statement after an error in its segment
-        has a `PIPELINE_ABORTED` result.
+        One result per statement. A statement after an error has a `PIPELINE_ABORTED` result.
 
     Raises:
         psycopg.OperationalError: libpq failed, or the connection broke.
         DatabaseUnavailable: The results did not match the statements.
     """
     pgconn.enter_pipeline_mode()
-    for segment in segments:
-        for statement in segment:
+    for statement in statements:
+        if isinstance(statement, _Prepared):
+            pgconn.send_query_prepared(statement.name, statement.params or None)
+        else:
             pgconn.send_query_params(statement, None)
-        pgconn.pipeline_sync()
+    # One Sync, so that libpq flushes once and PostgreSQL answers the whole pipeline at once.
+    pgconn.pipeline_sync()
     # Pipeline mode buffers what it sends. While it goes out, replies are read as they
     # arrive, so that a server blocked on writing them never stops reading the rest.
     while pgconn.flush():
@@ -905,21 +991,18 @@ def _pipeline(pgconn: PGconn, segments: Sequence[Sequence[bytes]]) -> PQGen[list
         # After a cancellation psycopg resumes the generator with nothing ready.
         if ready and ready & Ready.R:
             pgconn.consume_input()
-    collected: list[list[PGresult]] = []
-    for segment in segments:
-        results: list[PGresult] = []
-        for _ in segment:
-            result = yield from _next_result(pgconn)
-            # Each statement has one result, and its results end with None.
-            if result is None or (yield from _next_result(pgconn)) is not None:
-                raise DatabaseUnavailable("the pipeline's results did not match its statements")
-            results.append(result)
-        sync = yield from _next_result(pgconn)
-        if sync is None or sync.status != ExecStatus.PIPELINE_SYNC:
+    results: list[PGresult] = []
+    for _ in statements:
+        result = yield from _next_result(pgconn)
+        # Each statement has one result, and its results end with None.
+        if result is None or (yield from _next_result(pgconn)) is not None:
             raise DatabaseUnavailable("the pipeline's results did not match its statements")
-        collected.append(results)
+        results.append(result)
+    sync = yield from _next_result(pgconn)
+    if sync is None or sync.status != ExecStatus.PIPELINE_SYNC:
+        raise DatabaseUnavailable("the pipeline's results did not match its statements")
     pgconn.exit_pipeline_mode()
-    return collected
+    return results
 
 
 def _next_result(pgconn: PGconn) -> PQGen[PGresult | None]:
