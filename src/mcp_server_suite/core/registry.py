@@ -20,6 +20,12 @@ Rules:
    can do so without waiting for anything. Whatever that shortcut answers must be what the
    full path would answer, and its own tests must hold it to that; whenever it is not sure,
    it returns None and the call takes the full path.
+7. A tool that must wait may still spare the generic steps' round trips through JSON text
+   (`ToolSpec.run_checked`): it takes the arguments as they arrived, accepts them exactly
+   when its params model does (`accept_arguments`), and checks its output against
+   its result model before it returns it. When the arguments break the model it returns
+   None before doing anything else, and the full path reports the faults. Its tests hold it
+   to the full path as rule 6 asks.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ __all__ = [
     "ToolOutput",
     "ToolRegistry",
     "ToolSpec",
+    "accept_arguments",
 ]
 
 ParamsT = TypeVar("ParamsT", bound="BaseModel")
@@ -103,6 +110,9 @@ class ToolSpec(Generic[ParamsT, ResultT]):
         run_inline: The shortcut of rule 6: given the sanitized arguments, it returns the
             checked output, raises `ToolFailure`, or returns None for the full path. It must
             never block.
+        run_checked: The path of rule 7: given the sanitized arguments, it returns the
+            checked output, raises `ToolFailure`, or returns None, at once, when the
+            arguments break the params model.
     """
 
     name: str
@@ -113,6 +123,9 @@ class ToolSpec(Generic[ParamsT, ResultT]):
     run: Callable[[ParamsT], Awaitable[ResultT]] = field(repr=False)
     close: Callable[[], Coroutine[Any, Any, None]] | None = field(default=None, repr=False)
     run_inline: Callable[[Mapping[str, Any]], ToolOutput | None] | None = field(
+        default=None, repr=False
+    )
+    run_checked: Callable[[Mapping[str, Any]], Awaitable[ToolOutput | None]] | None = field(
         default=None, repr=False
     )
 
@@ -186,6 +199,32 @@ class ToolSpec(Generic[ParamsT, ResultT]):
             raise OutputContractError(f"result breaks the {model.__name__} contract") from exc
         structured: dict[str, Any] = json.loads(text)
         return ToolOutput(structured, text)
+
+
+def accept_arguments(model: type[ParamsT], arguments: Mapping[str, Any]) -> ParamsT | None:
+    """Validate decoded arguments strictly, as they are; None when the model refuses them.
+
+    For a params model whose fields hold JSON's own types only (strings, numbers, booleans,
+    null, and lists and nested models of them), strict validation of the decoded arguments
+    accepts exactly what `ToolSpec.parse_arguments` accepts, with the same values, without
+    the round trip through JSON text. For any other field it can only refuse more, never
+    accept more. Either way a refusal says nothing: the caller falls back to
+    `parse_arguments`, which names every fault.
+
+    Args:
+        model: The tool's params model.
+        arguments: The decoded `arguments` object, already sanitized.
+
+    Returns:
+        The validated arguments, or None.
+    """
+    from pydantic import ValidationError  # noqa: PLC0415  # Loaded with the models.
+
+    try:
+        validated: ParamsT = model.__pydantic_validator__.validate_python(arguments)
+    except ValidationError:
+        return None
+    return validated
 
 
 class RegisteredTool:

@@ -11,6 +11,11 @@
 6. The tool.
 7. Output contract: the result, as JSON, against the tool's result model again.
 
+A tool may take steps 5 to 7 on itself (`ToolSpec.run_checked`), holding the arguments and
+its output to the same models without the round trips through JSON text; it runs within the
+deadline, and when it declines (the arguments break the model) the steps above run and
+report why.
+
 Every refusal is a `ToolFailure` carrying an in-band problem. A result that breaks its own
 contract is a bug in the tool, so it is raised as an ordinary exception and reported as an
 internal error.
@@ -67,6 +72,10 @@ class Guardrails:
                 if output is not None:
                     return output
             async with fail_after(self.deadline):
+                if spec.run_checked is not None:
+                    checked = await spec.run_checked(arguments)
+                    if checked is not None:
+                        return checked
                 params = spec.parse_arguments(arguments)
                 result = await spec.run(params)
                 return spec.check_result(result)

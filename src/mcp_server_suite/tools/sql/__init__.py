@@ -62,6 +62,7 @@ def build_sql_tools(settings: Settings) -> "dict[str, ToolSpec[Any, Any]]":
             params_model=ReadOnlySQLParams,
             result_model=ReadOnlySQLResult,
             run=sql_tool.run,
+            run_checked=sql_tool.run_checked,
             close=sql_tool.aclose,
         ),
         "sql_schema": ToolSpec(

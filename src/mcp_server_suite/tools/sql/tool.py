@@ -14,21 +14,29 @@ Rules:
    (`session.py`); values become JSON within the response bound (`values.py`).
 3. The checked statement is a pure function of (query, max_rows, catalog), so the statements
    of the most recent distinct calls are kept until the catalog is read again.
+4. A call arrives by `run_checked` (the registry's rule 7): its arguments are validated as
+   they arrived and its result checked against `ReadOnlySQLResult` once, as JSON data, then
+   written as JSON text by the model's own serializer, which is what the generic path's
+   round trips through JSON text produce, at half the cost. `run` is the generic path.
 """
 
 import asyncio
 import functools
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import ValidationError
 
 from mcp_server_suite.config import ConfigError, Settings
+from mcp_server_suite.core.registry import OutputContractError, ToolOutput, accept_arguments
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams, ReadOnlySQLResult
 from mcp_server_suite.workers import run_blocking
 
 if TYPE_CHECKING:
     from mcp_server_suite.tools.sql.policy import CheckedTree, FunctionPolicy
     from mcp_server_suite.tools.sql.role_audit import TrustedCode
-    from mcp_server_suite.tools.sql.session import ReadOnlyDatabase
+    from mcp_server_suite.tools.sql.session import FetchedRows, ReadOnlyDatabase
     from mcp_server_suite.tools.sql.statement import ExecutableStatement, RelationCatalog
 
 __all__ = [
@@ -37,6 +45,7 @@ __all__ = [
     "POLICY_CACHE_ENTRIES",
     "SQLTool",
     "check_untrusted_sql",
+    "result_output",
     "trusted_code",
 ]
 
@@ -101,6 +110,40 @@ def check_untrusted_sql(
     return check_untrusted_tree(parse_untrusted_sql(text), functions, schemas=schemas)
 
 
+def _result_fields(fetched: "FetchedRows") -> dict[str, Any]:
+    # The result's members, in the model's order, as JSON data.
+    return {
+        "columns": fetched.columns,
+        "rows": fetched.rows,
+        "row_count": len(fetched.rows),
+        "truncated": fetched.truncated,
+        "truncated_reason": fetched.truncated_reason,
+    }
+
+
+def result_output(fetched: "FetchedRows") -> ToolOutput:
+    """Check a read's result against `ReadOnlySQLResult` and render it (Rule 4).
+
+    The rows are JSON data already (`values.py`), so the members checked are the
+    `structuredContent` as they are, and the text is the checked model's own JSON.
+
+    Args:
+        fetched: The rows of one read.
+
+    Returns:
+        The result as JSON data and as the same JSON text.
+
+    Raises:
+        OutputContractError: The result breaks its model: a bug in the tool.
+    """
+    fields = _result_fields(fetched)
+    try:
+        checked = ReadOnlySQLResult.__pydantic_validator__.validate_python(fields)
+    except ValidationError as exc:
+        raise OutputContractError("result breaks the ReadOnlySQLResult contract") from exc
+    return ToolOutput(fields, checked.model_dump_json())
+
+
 class SQLTool:
     """The `read_only_sql` tool: the policy, and a database pool opened on the first call.
 
@@ -137,16 +180,32 @@ class SQLTool:
                 out, its first row is too large, or every connection stayed busy (in-band).
             DatabaseUnavailable: PostgreSQL could not be reached or failed (internal error).
         """
+        return ReadOnlySQLResult.model_validate(_result_fields(await self._fetch(params)))
+
+    async def run_checked(self, arguments: Mapping[str, Any]) -> ToolOutput | None:
+        """Check and run one query, from the arguments as they arrived (Rule 4).
+
+        Args:
+            arguments: The sanitized arguments.
+
+        Returns:
+            The checked output, or None when the arguments break `ReadOnlySQLParams` (the
+            generic path then names the faults).
+
+        Raises:
+            ToolFailure: As `run`.
+            DatabaseUnavailable: As `run`.
+            OutputContractError: The result breaks its model: a bug in the tool.
+        """
+        params = accept_arguments(ReadOnlySQLParams, arguments)
+        if params is None:
+            return None
+        return result_output(await self._fetch(params))
+
+    async def _fetch(self, params: ReadOnlySQLParams) -> "FetchedRows":
         statement = await self._check(params)
-        fetched = await self._database_or_open()
-        rows = await fetched.run(statement)
-        return ReadOnlySQLResult(
-            columns=rows.columns,
-            rows=rows.rows,
-            row_count=len(rows.rows),
-            truncated=rows.truncated,
-            truncated_reason=rows.truncated_reason,  # type: ignore[arg-type]  # One of the Literal's values (session.py).
-        )
+        database = await self._database_or_open()
+        return await database.run(statement)
 
     async def _check(self, params: ReadOnlySQLParams) -> "ExecutableStatement":
         from mcp_server_suite.tools.sql.policy import FunctionPolicy  # noqa: PLC0415  # Rule 1.
