@@ -1006,12 +1006,12 @@ def test_session_state_never_survives_a_call(postgres_server: PostgresServer) ->
         with postgres_server.connect() as superuser:
             # The role script revokes it; the state is created behind the policy's back.
             superuser.execute("GRANT EXECUTE ON FUNCTION pg_advisory_lock(bigint) TO mcp_reader")
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             await conn.execute("SELECT pg_advisory_lock(42)")
             await conn.execute("PREPARE leftover AS SELECT 1")
             await conn.execute("LISTEN leftover")
             await conn.execute("BEGIN; DECLARE held CURSOR WITH HOLD FOR SELECT 1; COMMIT")
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             # pg_cursors lists the unnamed portal the statement runs in (the extended
             # protocol's portals are visible there); any other is left over.
             fetched = await fetch_read_only(
@@ -1044,7 +1044,7 @@ def test_a_connection_whose_pins_do_not_hold_is_closed(postgres_server: Postgres
         await tool.run(ReadOnlySQLParams(query="SELECT 1"))
         database = tool._database
         assert database is not None
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             await conn.execute("SET DateStyle = 'SQL, DMY'")
             with pytest.raises(DatabaseUnavailable):
                 await database._run_on(conn, checked("SELECT 1"))
@@ -1066,15 +1066,55 @@ def test_a_reset_that_finds_broken_pins_discards_the_connection(
         await tool.run(ReadOnlySQLParams(query="SELECT 1"))
         database = tool._database
         assert database is not None
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             first = conn.pgconn.backend_pid
             await conn.execute("SET standard_conforming_strings = off")
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             return first - conn.pgconn.backend_pid
 
-    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+    with caplog.at_level(logging.WARNING, logger="mcp_server_suite.tools.sql.session"):
         assert run_with_tool(settings, body) != 0
-    assert "pinned settings did not hold" in caplog.text
+    assert "could not be reset: the session's pinned settings did not hold" in caplog.text
+
+
+@pytest.mark.postgres
+def test_a_connection_goes_back_to_the_pool_idle_or_closed(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools.sql.session import ReadOnlyDatabase
+
+    settings = reader_settings(postgres_server, sql_pool_max_size=1)
+
+    async def body(tool: SQLTool) -> list[Any]:
+        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+        database = tool._database
+        assert database is not None
+        seen: list[Any] = []
+        # Left inside a transaction: rolled back, then reset, and used again.
+        async with database._connection() as conn:
+            first = conn.pgconn.backend_pid
+            await conn.execute("BEGIN READ ONLY")
+        async with database._connection() as conn:
+            seen.append(conn.pgconn.backend_pid == first)
+            seen.append(conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+            await conn.close()
+        # Closed by its user: replaced by the pool.
+        seen.append((await tool.run(ReadOnlySQLParams(query="SELECT 2"))).rows)
+
+        # Cancelled while it is reset: closed at once, and the cancellation goes on.
+        async def cancelled(self: ReadOnlyDatabase, conn: Any) -> None:
+            raise asyncio.CancelledError
+
+        with monkeypatch.context() as patch:
+            patch.setattr(ReadOnlyDatabase, "_reset", cancelled)
+            with pytest.raises(asyncio.CancelledError):
+                async with database._connection() as conn:
+                    held = conn
+        seen.append(held.closed)
+        seen.append((await tool.run(ReadOnlySQLParams(query="SELECT 3"))).rows)
+        return seen
+
+    assert run_with_tool(settings, body) == [True, True, [[2]], True, [[3]]]
 
 
 @pytest.mark.postgres
@@ -1356,7 +1396,7 @@ def test_a_call_that_leaves_state_closes_its_connection(
         await tool.run(ReadOnlySQLParams(query="SELECT 1"))
         database = tool._database
         assert database is not None
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             with pytest.raises(DatabaseUnavailable, match="prepared statement"):
                 await database._run_on(conn, preparing)
             assert conn.closed
@@ -1397,7 +1437,7 @@ def test_a_call_never_passes_on_an_advisory_lock(
         database = tool._database
         assert database is not None
         resets.clear()
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             fetched = await database._run_on(conn, locking)
             closed = conn.closed
         return fetched.rows, database_state(postgres_server).advisory_locks, closed
@@ -1457,7 +1497,7 @@ def test_a_read_back_that_fails_after_the_query_closes_the_connection(
         await tool.run(ReadOnlySQLParams(query="SELECT 1"))
         database = tool._database
         assert database is not None
-        async with database._pool.connection() as conn:
+        async with database._connection() as conn:
             # bytea_output is not among the settings PostgreSQL reports on its own, so only
             # the read-back at the end of the call can see it changed: in the call's own
             # round trip, or in the second one that ends a failed query's transaction.

@@ -43,21 +43,22 @@ Rules:
    survives a rollback is proved absent by the read-back (prepared statements, holdable
    cursors, LISTEN registrations) or released by it (advisory locks: counting them would
    read the whole server's lock table, which grows with every session of the cluster).
-   Any other connection is rolled back and then cleared and read back by the pool's reset.
-   One whose state cannot be established is closed. Cancellation cancels the query on the
-   server too.
+   Any other connection is rolled back and then cleared and read back before it goes back
+   to the pool. One whose state cannot be established is closed. Cancellation cancels the
+   query on the server too.
 7. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
    (`SQLSTATE_CODES`, `SQLSTATE_CLASSES`); every other failure is `DatabaseUnavailable`, an
    internal error whose text reaches stderr only. No message carries the DSN.
 """
 
 import asyncio
+import contextlib
 import logging
 import math
 import re
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -447,7 +448,10 @@ class ReadOnlyDatabase:
             max_size=pool_max_size,
             open=False,
             configure=self._configure,
-            reset=self._reset,
+            # No reset callback: psycopg_pool would run it in a worker task after every
+            # return, so a connection came back one task switch late, and a call that
+            # followed at once found none free and grew the pool. `_connection()` resets a
+            # connection before it returns it (Rule 6).
             timeout=connect_timeout,
             max_lifetime=MAX_CONNECTION_LIFETIME_S,
             max_idle=MAX_CONNECTION_IDLE_S,
@@ -476,15 +480,55 @@ class ReadOnlyDatabase:
         await conn.execute(f"PREPARE {READ_BACK_NAME} AS {_READ_BACK}")
 
     async def _reset(self, conn: AsyncConnection[Any]) -> None:
-        # The pool calls this on every connection returned to it (Rule 5).
+        # Runs on every connection before it goes back to the pool (Rule 6).
         if conn in self._cleaned:
-            # The call's own cleanup segment cleared the session and read the pins back,
-            # after its last statement: nothing has run on it since.
+            # The call's own read-back proved the pins after its last statement: nothing
+            # has run on it since.
             self._cleaned.discard(conn)
+            return
+        await _recover(conn)
+        if conn.closed:
             return
         pins = self._set_up_pins()
         cursor = await conn.execute(pins.reset_statements())
         pins.ensure_read_back(await _last_row(cursor))
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        # A pooled connection, reset (or closed) before it goes back to the pool.
+        try:
+            conn = await self._pool.getconn(timeout=self._connect_timeout)
+        except PoolTimeout:
+            if self._holding:
+                # Other calls hold connections: the pool is busy, not broken.
+                raise ToolFailure(
+                    f"All {self._max_size} database connections stayed busy for "
+                    f"{self._connect_timeout:g} s; retry later.",
+                    code=MCPErrorCode.INTERNAL_ERROR,
+                    metadata={"retryable": True},
+                ) from None
+            raise DatabaseUnavailable(
+                f"no database connection could be made within {self._connect_timeout:g} s"
+            ) from None
+        self._holding += 1
+        try:
+            yield conn
+        finally:
+            self._holding -= 1
+            try:
+                await self._reset(conn)
+            except (psycopg.Error, DatabaseUnavailable) as exc:
+                # A session whose state cannot be established is never used again; the
+                # call's own outcome, if it failed, is what goes on. (Neither error's text
+                # carries the DSN.)
+                logger.warning("closing a database connection that could not be reset: %s", exc)
+                await conn.close()
+            except BaseException:
+                # Cancelled while resetting: closed at once (nothing can interrupt that).
+                conn.pgconn.finish()
+                raise
+            finally:
+                await self._pool.putconn(conn)
 
     def _set_up_pins(self) -> SessionPins:
         # The pins, known once a first connection has been set up (every connection the pool
@@ -534,25 +578,8 @@ class ReadOnlyDatabase:
         return await self._with_connection(lambda conn: self._run_on(conn, statement))
 
     async def _with_connection(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        try:
-            async with self._pool.connection(timeout=self._connect_timeout) as conn:
-                self._holding += 1
-                try:
-                    return await body(conn)
-                finally:
-                    self._holding -= 1
-        except PoolTimeout:
-            if self._holding:
-                # Other calls hold connections: the pool is busy, not broken.
-                raise ToolFailure(
-                    f"All {self._max_size} database connections stayed busy for "
-                    f"{self._connect_timeout:g} s; retry later.",
-                    code=MCPErrorCode.INTERNAL_ERROR,
-                    metadata={"retryable": True},
-                ) from None
-            raise DatabaseUnavailable(
-                f"no database connection could be made within {self._connect_timeout:g} s"
-            ) from None
+        async with self._connection() as conn:
+            return await body(conn)
 
     async def _run_on(
         self, conn: AsyncConnection[Any], statement: ExecutableStatement
