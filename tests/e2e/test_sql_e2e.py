@@ -138,10 +138,12 @@ def test_cancelled_call_gets_no_answer_and_the_query_stops(
         with postgres_server.connect() as admin:
 
             def active() -> int:
+                # The slow query's backend only: the pool may be setting up a second
+                # connection meanwhile, whose own statements are active for a moment.
                 row = admin.execute(
                     "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                    "AND state = 'active'",
-                    [application],
+                    "AND state = 'active' AND query LIKE %s",
+                    [application, "%generate_series(1, 1e11)%"],
                 ).fetchone()
                 return int(row[0]) if row else 0
 
