@@ -20,7 +20,15 @@ Rules:
 5. Every refusal is a `ToolFailure`: `MCP_QUERY_VIOLATION` for what the policy forbids,
    `MCP_VALIDATION_ERROR` for text that does not parse or nests too deeply. A refusal quotes
    the caller's own text, never the parser's internal names.
-6. This module never touches the database. It imports pglast, so the tool imports it on the
+6. The servers supported (PostgreSQL 13 and later) read a few texts that PostgreSQL 18's
+   grammar accepts in another way. The one that changes meaning rather than failing is the
+   numeric literal of PostgreSQL 16 (`0x1F`, `0o17`, `0b101`, `1_000`), which 13 and 14 read
+   as a number and a column alias (`0 AS x1F`) and 15 refuses as trailing junk. A checked
+   statement records its first such literal (`CheckedTree.newer_literal`), and
+   `ensure_read_alike` refuses it in-band on a server older than 16, so what runs is always
+   what was checked. (SYSTEM_USER, which 13 to 15 would read as a column, is refused as a
+   function; syntax those majors lack fails there, changing nothing.)
+7. This module never touches the database. It imports pglast, so the tool imports it on the
    first call only.
 """
 
@@ -44,12 +52,14 @@ __all__ = [
     "EXPLAIN_OPTIONS",
     "LOCATION_KEYS",
     "MAX_ROWS",
+    "NUMERIC_LITERALS_SINCE",
     "TRUSTED_RELATION_SCHEMAS",
     "CheckedTree",
     "FunctionPolicy",
     "ParsedStatement",
     "RelationRef",
     "check_untrusted_tree",
+    "ensure_read_alike",
     "parse_tree_json",
     "parse_untrusted_sql",
     "same_tree",
@@ -86,6 +96,16 @@ _EXPRESSION_KINDS: Final = frozenset(
         "AEXPR_NOT_BETWEEN_SYM",
     }
 )
+
+# The first server version (`server_version_num`) whose grammar reads PostgreSQL 16's numeric
+# literals as the policy does (Rule 6): non-decimal integers and digits grouped by underscores.
+NUMERIC_LITERALS_SINCE: Final = 160_000
+# Text that may hold such a literal: a digit before an underscore, or a radix prefix. Most
+# queries hold neither, and are never scanned.
+_NEWER_NUMBER_HINT: Final = re.compile(rb"[0-9]_|0[xXoObB]")
+# The scanner's names for numeric literals, and the prefixes of PostgreSQL 16's radixes.
+_NUMERIC_TOKENS: Final = frozenset({"ICONST", "FCONST"})
+_RADIX_PREFIXES: Final = frozenset({"0x", "0o", "0b"})
 
 # The table-sampling methods of pg_catalog; an extension's method must be named in
 # MCP_SQL_ALLOWED_FUNCTIONS like any other function.
@@ -377,6 +397,8 @@ class CheckedTree:
         explain_format: The EXPLAIN format (`text` or `json`), or None.
         start: Where the query begins in the statement's source (after EXPLAIN and its
             options); it ends where the statement does.
+        newer_literal: The statement's first numeric literal that servers older than
+            PostgreSQL 16 read otherwise (Rule 6), or None.
     """
 
     statement: ParsedStatement
@@ -386,6 +408,7 @@ class CheckedTree:
     relations: list[RelationRef] = field(default_factory=list)
     ctes: set[str] = field(default_factory=set)
     explain_format: str | None = None
+    newer_literal: str | None = None
 
 
 def _violation(detail: str) -> ToolFailure:
@@ -537,7 +560,47 @@ def check_untrusted_tree(
         raise _invalid("The query nests too deeply to be checked.") from None
     checked.relations = walker.relations
     checked.ctes = walker.ctes
+    checked.newer_literal = _newer_numeric_literal(statement.source)
     return checked
+
+
+def _newer_numeric_literal(source: bytes) -> str | None:
+    # The first numeric literal of PostgreSQL 16's syntax (Rule 6), found by PostgreSQL's own
+    # scanner, so that strings, comments and identifiers that merely hold such text are not
+    # taken for one. The text has parsed, so it is valid UTF-8 and scans.
+    if _NEWER_NUMBER_HINT.search(source) is None:
+        return None
+    text = source.decode("utf-8")
+    for token in _pg.scan(text):
+        if token.name in _NUMERIC_TOKENS:
+            # The scanner's offsets count characters, and its end is inclusive.
+            literal = text[token.start : token.end + 1]
+            if "_" in literal or literal[:2].lower() in _RADIX_PREFIXES:
+                return literal
+    return None
+
+
+def ensure_read_alike(newer_literal: str | None, server_version: int) -> None:
+    """Refuse a statement that the connected server would read otherwise than it was checked.
+
+    Args:
+        newer_literal: `CheckedTree.newer_literal` of the statement.
+        server_version: The connected server's `server_version_num` (160004 for 16.4).
+
+    Raises:
+        ToolFailure: The statement holds a numeric literal of PostgreSQL 16's syntax and the
+            server is older (`MCP_VALIDATION_ERROR`, naming the literal and the fix).
+    """
+    if newer_literal is None or server_version >= NUMERIC_LITERALS_SINCE:
+        return
+    raise ToolFailure(
+        f"The numeric literal {quote(newer_literal, _SHOWN_CHARS)} needs PostgreSQL 16 or "
+        f"later, and the server is PostgreSQL {server_version // 10_000}, which does not read "
+        "it as a number: write it in plain decimal digits.",
+        code=MCPErrorCode.VALIDATION_ERROR,
+        invalid_params=("query",),
+        metadata={"server_version": server_version},
+    )
 
 
 def _first_word(statement: ParsedStatement) -> str:

@@ -77,6 +77,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.tools.sql.policy import ensure_read_alike
 from mcp_server_suite.tools.sql.role_audit import (
     GUARD_SQLSTATE,
     UNCHANGED_GUARD,
@@ -591,6 +592,9 @@ class ReadOnlyDatabase:
         except DatabaseUnavailable:
             await conn.close()
             raise
+        # What runs must be read as it was checked: the server's grammar decides (policy.py,
+        # Rule 6). Its version came with the connection, so this costs no round trip.
+        ensure_read_alike(statement.newer_literal, conn.pgconn.server_version)
         if problems is None or problems:
             # Rule 2: a connection whose audit failed (or, were there one, that was never
             # audited) runs nothing until an audit passes; it is audited again on each use,

@@ -126,6 +126,8 @@ class ExecutableStatement:
             which runs as it is.
         wrapped: The statement is inside the byte-bounding wrapper, whose last column is the
             running total of the rows' text bytes.
+        newer_literal: A numeric literal that servers older than PostgreSQL 16 read otherwise
+            (`policy.ensure_read_alike`), or None.
     """
 
     sql: str
@@ -133,6 +135,7 @@ class ExecutableStatement:
     max_result_bytes: int
     explain_format: str | None = None
     wrapped: bool = True
+    newer_literal: str | None = None
 
 
 class RelationCatalog:
@@ -217,7 +220,12 @@ def render_statement(
         if inner is None or not same_tree(inner, checked.query):
             raise PolicyDefect("the EXPLAIN that would run differs from the checked query")
         return ExecutableStatement(
-            sql, max_rows, max_result_bytes, explain_format=checked.explain_format, wrapped=False
+            sql,
+            max_rows,
+            max_result_bytes,
+            explain_format=checked.explain_format,
+            wrapped=False,
+            newer_literal=checked.newer_literal,
         )
     sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
     # Rule 3, on the JSON texts of the trees (far cheaper than walking them): the caller's
@@ -228,7 +236,7 @@ def render_statement(
     before, after = _template(max_rows + 1, max_result_bytes)
     if _statement_text(parse_tree_text(sql)) != before + expected + after:
         raise PolicyDefect("the statement that would run differs from the checked query")
-    return ExecutableStatement(sql, max_rows, max_result_bytes)
+    return ExecutableStatement(sql, max_rows, max_result_bytes, newer_literal=checked.newer_literal)
 
 
 def _qualified(found: "re.Match[str]", qualified: Mapping[str, str]) -> str:
