@@ -1352,18 +1352,24 @@ def test_policy_answers_are_cached_per_query_and_cap(
 
     monkeypatch.setattr(sql, "check_untrusted_sql", counting)
 
-    async def body(tool: SQLTool) -> list[int]:
-        counts = []
-        for text, rows in [("SELECT 1", 50), ("SELECT 1", 50), ("SELECT 1", 5), ("SELECT 2", 50)]:
+    async def body(tool: SQLTool) -> list[Any]:
+        values = []
+        for text, rows in [
+            ("SELECT 1 AS a", 50),
+            ("SELECT 1 AS a", 50),  # The same call: its statement is kept.
+            ("SELECT 1 AS a", 5),  # The same shape: built from the shape's statement.
+            ("SELECT 2 AS b", 50),  # Evicts ("SELECT 1 AS a", 50) from the statements.
+            ("SELECT 1 AS a", 50),  # Its shape is still kept, and is now the newest.
+            ("SELECT 3 AS c", 50),  # Evicts the shape of "SELECT 2 AS b".
+            ("SELECT 9 AS a", 50),
+            ("SELECT 7 AS b", 50),
+        ]:
             result = await tool.run(ReadOnlySQLParams(query=text, max_rows=rows))
-            counts.append(result.row_count)
-        # ("SELECT 1", 50) was evicted by the two newer entries; ("SELECT 2", 50) was not.
-        await tool.run(ReadOnlySQLParams(query="SELECT 1"))
-        await tool.run(ReadOnlySQLParams(query="SELECT 2"))
-        return counts
+            values.append(result.rows[0][0])
+        return values
 
-    assert run_with_tool(reader_settings(postgres_server), body) == [1, 1, 1, 1]
-    assert checks == ["SELECT 1", "SELECT 1", "SELECT 2", "SELECT 1"]
+    assert run_with_tool(reader_settings(postgres_server), body) == [1, 1, 1, 2, 1, 3, 9, 7]
+    assert checks == ["SELECT 1 AS a", "SELECT 2 AS b", "SELECT 3 AS c", "SELECT 7 AS b"]
 
 
 # --- One round trip ----------------------------------------------------------------------------

@@ -60,6 +60,7 @@ __all__ = [
     "RelationRef",
     "check_untrusted_tree",
     "ensure_read_alike",
+    "newer_numeric_literal",
     "parse_tree_json",
     "parse_untrusted_sql",
     "same_tree",
@@ -560,14 +561,22 @@ def check_untrusted_tree(
         raise _invalid("The query nests too deeply to be checked.") from None
     checked.relations = walker.relations
     checked.ctes = walker.ctes
-    checked.newer_literal = _newer_numeric_literal(statement.source)
+    checked.newer_literal = newer_numeric_literal(statement.source)
     return checked
 
 
-def _newer_numeric_literal(source: bytes) -> str | None:
-    # The first numeric literal of PostgreSQL 16's syntax (Rule 6), found by PostgreSQL's own
-    # scanner, so that strings, comments and identifiers that merely hold such text are not
-    # taken for one. The text has parsed, so it is valid UTF-8 and scans.
+def newer_numeric_literal(source: bytes) -> str | None:
+    """Return the first numeric literal of PostgreSQL 16's syntax in a statement (Rule 6).
+
+    PostgreSQL's own scanner finds it, so that strings, comments and identifiers that merely
+    hold such text are not taken for one.
+
+    Args:
+        source: The text of a statement that parsed (so valid UTF-8, and it scans).
+
+    Returns:
+        The literal as written, or None.
+    """
     if _NEWER_NUMBER_HINT.search(source) is None:
         return None
     text = source.decode("utf-8")

@@ -19,18 +19,28 @@ Rules:
    is a `PolicyDefect`: what runs is exactly what was checked.
 4. EXPLAIN runs the qualified query (without the wrapper), with the options as the policy
    rendered them.
+5. A statement's shape is its tree without byte offsets and without the values of its
+   constants (`statement_shape`). The policy's verdict is a function of the shape: it reads
+   node types, fields and names, never a constant's value (EXPLAIN's options, which are
+   read, are never given a shape). So is what Rules 1 to 3 did with it: the schemas
+   inserted are chosen by relation name, and the text that runs is the caller's own between
+   them. For a text whose shape is one already checked and proved, `render_same_shape`
+   builds the text that runs in the same way, from the text's own parse by PostgreSQL's
+   grammar (its constants and offsets), without walking the tree or parsing the result
+   again; its tests hold it to `render_statement`, text for text.
 """
 
 import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
 from mcp_server_suite.tools.sql.policy import (
     CheckedTree,
+    newer_numeric_literal,
     parse_tree_json,
     parse_tree_text,
     same_tree,
@@ -43,7 +53,9 @@ __all__ = [
     "PolicyDefect",
     "RelationCatalog",
     "quote_identifier",
+    "render_same_shape",
     "render_statement",
+    "statement_shape",
     "wrap_statement",
 ]
 
@@ -86,6 +98,22 @@ _FIRST_OFFSETS: Final = re.compile(r'(?<=\{)"(?:' + _OFFSET_KEYS + r')":-?\d+,?'
 _UNQUALIFIED: Final = re.compile(r'\{"RangeVar":\{"relname":("(?:[^"\\]|\\.)*")')
 # What a tree's JSON text holds around its one statement, offsets removed.
 _STATEMENT: Final = re.compile(r'\{"version":\d+,"stmts":\[\{"stmt":(.*)\}\]\}', re.S)
+# The value of a constant, once offsets are removed (Rule 5): libpg_query writes a constant as
+# `{"A_Const":{"ival":{"ival":5}}}`, a zero or false value as an empty object, and a string's
+# quotes and backslashes escaped, so a string constant's text cannot end the match early.
+_CONSTANT_VALUE: Final = re.compile(
+    r'\{"A_Const":\{"(ival|fval|sval|boolval|bsval)":'
+    r'\{(?:"\1":(?:-?\d+|true|"(?:[^"\\]|\\.)*"))?\}'
+)
+# A lone statement's bounds in a tree's JSON text: only the statement's own entry holds these
+# members, and each is left out when it is zero. A string inside the tree cannot match, since
+# its quotes are escaped.
+_STATEMENT_START: Final = re.compile(r',"stmt_location":(\d+)')
+_STATEMENT_LENGTH: Final = re.compile(r',"stmt_len":(\d+)')
+# The offset of the relation an `_UNQUALIFIED` match found: the first after its name, since a
+# RangeVar's alias holds no offset of its own. (A relation never begins a statement, so its
+# offset is never zero, which libpg_query would leave out.)
+_LOCATION: Final = re.compile(r',"location":(\d+)')
 
 
 # The openings of an object whose first member is an offset (rare: `ARRAY[]` is one).
@@ -128,6 +156,7 @@ class ExecutableStatement:
             running total of the rows' text bytes.
         newer_literal: A numeric literal that servers older than PostgreSQL 16 read otherwise
             (`policy.ensure_read_alike`), or None.
+        qualified: The schema written before each unqualified relation name, by name.
     """
 
     sql: str
@@ -136,6 +165,7 @@ class ExecutableStatement:
     explain_format: str | None = None
     wrapped: bool = True
     newer_literal: str | None = None
+    qualified: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class RelationCatalog:
@@ -196,23 +226,21 @@ def render_statement(
         PolicyDefect: The text to run does not hold exactly the checked tree.
     """
     statement = checked.statement
-    source = statement.source
-    pieces: list[bytes] = []
-    position = checked.start
     # Every unqualified use of one name is qualified alike (the decision is the name's).
     qualified: dict[str, str] = {}
-    for relation in sorted(checked.relations, key=lambda ref: ref.offset):
+    for relation in checked.relations:
         schema = None if relation.name in checked.ctes else catalog.schema_of(relation.name)
-        if schema is None or schema == "pg_catalog":
-            continue
-        pieces.append(source[position : relation.offset])
-        pieces.append(quote_identifier(schema).encode() + b".")
-        position = relation.offset
-        qualified[relation.name] = schema
-        # The tree the text must parse to: the same node, now qualified.
-        relation.node["schemaname"] = schema
-    pieces.append(source[position : statement.end])
-    query = b"".join(pieces).decode("utf-8")
+        if schema is not None and schema != "pg_catalog":
+            qualified[relation.name] = schema
+            # The tree the text must parse to: the same node, now qualified.
+            relation.node["schemaname"] = schema
+    query = _qualified_text(
+        statement.source,
+        checked.start,
+        statement.end,
+        ((relation.offset, relation.name) for relation in checked.relations),
+        qualified,
+    )
     if checked.explain_format is not None:
         sql = f"EXPLAIN {checked.explain}\n{query}"
         tree = _only_statement(sql)
@@ -226,6 +254,7 @@ def render_statement(
             explain_format=checked.explain_format,
             wrapped=False,
             newer_literal=checked.newer_literal,
+            qualified=MappingProxyType(qualified),
         )
     sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
     # Rule 3, on the JSON texts of the trees (far cheaper than walking them): the caller's
@@ -236,7 +265,92 @@ def render_statement(
     before, after = _template(max_rows + 1, max_result_bytes)
     if _statement_text(parse_tree_text(sql)) != before + expected + after:
         raise PolicyDefect("the statement that would run differs from the checked query")
-    return ExecutableStatement(sql, max_rows, max_result_bytes, newer_literal=checked.newer_literal)
+    return ExecutableStatement(
+        sql,
+        max_rows,
+        max_result_bytes,
+        newer_literal=checked.newer_literal,
+        qualified=MappingProxyType(qualified),
+    )
+
+
+def _qualified_text(
+    source: bytes,
+    start: int,
+    end: int,
+    relations: Iterable[tuple[int, str]],
+    qualified: Mapping[str, str],
+) -> str:
+    # The statement's text from `start` to `end`, with its schema written before each
+    # unqualified relation (byte offset, name) that `qualified` names, and nothing else.
+    pieces: list[bytes] = []
+    position = start
+    for offset, name in sorted(relations):
+        schema = qualified.get(name)
+        if schema is None:
+            continue
+        pieces.append(source[position:offset])
+        pieces.append(quote_identifier(schema).encode() + b".")
+        position = offset
+    pieces.append(source[position:end])
+    return b"".join(pieces).decode("utf-8")
+
+
+def statement_shape(tree: str) -> str:
+    """Return the shape of a parse (Rule 5): its JSON text without offsets or constant values.
+
+    Args:
+        tree: A parse's JSON text (`policy.parse_tree_text`).
+    """
+    return _CONSTANT_VALUE.sub(r'{"A_Const":{"\1":{}', _canonical(tree))
+
+
+def render_same_shape(
+    text: str,
+    tree: str,
+    like: ExecutableStatement,
+    *,
+    max_rows: int,
+    max_result_bytes: int,
+) -> ExecutableStatement:
+    """Build the statement that runs for a text of a shape already checked (Rule 5).
+
+    Call it only when `statement_shape(tree)` is the shape of a query (not an EXPLAIN) that
+    `render_statement` built, with the catalog it was built with: the result is then the
+    statement `render_statement` would build for this text.
+
+    Args:
+        text: The caller's query.
+        tree: Its parse's JSON text.
+        like: The statement `render_statement` built for that shape.
+        max_rows: The most rows the caller receives.
+        max_result_bytes: The most bytes of row text the server may receive.
+
+    Raises:
+        PolicyDefect: The tree is not one libpg_query wrote.
+    """
+    source = text.encode("utf-8")
+    start_member = _STATEMENT_START.search(tree)
+    length_member = _STATEMENT_LENGTH.search(tree)
+    start = int(start_member.group(1)) if start_member else 0
+    length = int(length_member.group(1)) if length_member else 0
+    relations = []
+    for found in _UNQUALIFIED.finditer(tree):
+        location = _LOCATION.search(tree, found.end())
+        if location is None:
+            raise PolicyDefect("a relation of the statement has no offset")
+        relations.append((int(location.group(1)), str(json.loads(found.group(1)))))
+    query = _qualified_text(
+        source, start, start + length if length else len(source), relations, like.qualified
+    )
+    sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
+    return ExecutableStatement(
+        sql,
+        max_rows,
+        max_result_bytes,
+        newer_literal=newer_numeric_literal(source),
+        qualified=like.qualified,
+    )
 
 
 def _qualified(found: "re.Match[str]", qualified: Mapping[str, str]) -> str:

@@ -13,7 +13,10 @@ Rules:
    always rolled back, on a session whose `search_path` holds trusted schemas only
    (`session.py`); values become JSON within the response bound (`values.py`).
 3. The checked statement is a pure function of (query, max_rows, catalog), so the statements
-   of the most recent distinct calls are kept until the catalog is read again.
+   of the most recent distinct calls are kept until the catalog is read again. So are the
+   shapes of the most recent statements checked (`statement.py`, Rule 5): a query of a shape
+   checked before, whose constants alone differ, is parsed by PostgreSQL's grammar to find
+   its shape, and its statement is built from that parse without walking it again.
 4. A call arrives by `run_checked` (the registry's rule 7): its arguments are validated as
    they arrived and its result checked against `ReadOnlySQLResult` once, as JSON data, then
    written as JSON text by the model's own serializer, which is what the generic path's
@@ -24,7 +27,7 @@ import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import ValidationError
 
@@ -66,7 +69,8 @@ INLINE_POLICY_CHARS: Final = 2_000
 
 # The statements of the most recent distinct calls are kept (Rule 3): clients repeat
 # queries (polling, retries). 256 entries of at most 10,000 characters bound the cache to a
-# few MiB.
+# few MiB. As many shapes are kept, of queries up to INLINE_POLICY_CHARS only (a shape is
+# about ten times its query's length): a few MiB more.
 POLICY_CACHE_ENTRIES: Final = 256
 
 
@@ -144,6 +148,18 @@ def result_output(fetched: "FetchedRows") -> ToolOutput:
     return ToolOutput(fields, checked.model_dump_json())
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(cache: "OrderedDict[K, V]", key: "K", value: "V") -> None:
+    # Keeps the most recent POLICY_CACHE_ENTRIES entries (Rule 3).
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > POLICY_CACHE_ENTRIES:
+        cache.popitem(last=False)
+
+
 class SQLTool:
     """The `read_only_sql` tool: the policy, and a database pool opened on the first call.
 
@@ -164,6 +180,8 @@ class SQLTool:
         self._opening: Final = asyncio.Lock()
         # Only statements that passed are kept, for the catalog they were built with.
         self._checked: OrderedDict[tuple[str, int], ExecutableStatement] = OrderedDict()
+        # The statements built for the most recent shapes (Rule 3), for the same catalog.
+        self._shapes: OrderedDict[str, ExecutableStatement] = OrderedDict()
         self._checked_for: RelationCatalog | None = None
 
     async def run(self, params: ReadOnlySQLParams) -> ReadOnlySQLResult:
@@ -209,16 +227,20 @@ class SQLTool:
 
     async def _check(self, params: ReadOnlySQLParams) -> "ExecutableStatement":
         from mcp_server_suite.tools.sql.policy import FunctionPolicy  # noqa: PLC0415  # Rule 1.
-        from mcp_server_suite.tools.sql.statement import render_statement  # noqa: PLC0415
+        from mcp_server_suite.tools.sql.statement import (  # noqa: PLC0415  # Rule 1.
+            render_statement,
+            statement_shape,
+        )
 
         key = (params.query, params.max_rows)
         database = self._database
         if database is not None:
             catalog = await database.catalog()
-            cached = self._checked.get(key) if self._checked_for is catalog else None
-            if cached is not None:
-                self._checked.move_to_end(key)
-                return cached
+            if self._checked_for is catalog:
+                cached = self._checked.get(key) or self._same_shape(params)
+                if cached is not None:
+                    _remember(self._checked, key, cached)
+                    return cached
         if self._functions is None:
             self._functions = FunctionPolicy(extra=self._settings.sql_allowed_functions)
         functions = self._functions
@@ -233,9 +255,11 @@ class SQLTool:
             checked = check_untrusted_sql(params.query, functions=functions, schemas=schemas)
         database = await self._database_or_open()
         catalog = await database.catalog()
-        if any(
-            ref.name not in catalog and ref.name not in checked.ctes for ref in checked.relations
-        ):
+
+        def complete(catalog: "RelationCatalog") -> bool:
+            return all(ref.name in catalog or ref.name in checked.ctes for ref in checked.relations)
+
+        if not complete(catalog):
             # A relation the catalog does not hold may have been created since it was read.
             catalog = await database.catalog(missing=True)
         # The statement that runs is built from the tree checked above: the policy runs once.
@@ -249,11 +273,44 @@ class SQLTool:
         statement = await run_blocking(render) if long_query else render()
         if self._checked_for is not catalog:
             self._checked.clear()
+            self._shapes.clear()
             self._checked_for = catalog
-        self._checked[key] = statement
-        if len(self._checked) > POLICY_CACHE_ENTRIES:
-            self._checked.popitem(last=False)
+        _remember(self._checked, key, statement)
+        if checked.explain_format is None and not long_query and complete(catalog):
+            # A shape whose relations were all found: a query that names one not found yet
+            # takes the full path, which reads the catalog again for it.
+            _remember(self._shapes, statement_shape(checked.statement.tree), statement)
         return statement
+
+    def _same_shape(self, params: ReadOnlySQLParams) -> "ExecutableStatement | None":
+        # The statement for a query whose shape was checked with the current catalog (Rule 3),
+        # or None. It never refuses: a query that does not parse takes the full path, which
+        # says why.
+        from mcp_server_suite.schemas.errors import ToolFailure  # noqa: PLC0415
+        from mcp_server_suite.tools.sql.policy import parse_tree_text  # noqa: PLC0415  # Rule 1.
+        from mcp_server_suite.tools.sql.statement import (  # noqa: PLC0415  # Rule 1.
+            render_same_shape,
+            statement_shape,
+        )
+
+        if not self._shapes or len(params.query) > INLINE_POLICY_CHARS:
+            return None
+        try:
+            tree = parse_tree_text(params.query)
+        except ToolFailure:
+            return None
+        shape = statement_shape(tree)
+        like = self._shapes.get(shape)
+        if like is None:
+            return None
+        self._shapes.move_to_end(shape)
+        return render_same_shape(
+            params.query,
+            tree,
+            like,
+            max_rows=params.max_rows,
+            max_result_bytes=self._settings.sql_max_result_bytes,
+        )
 
     @property
     def schemas(self) -> tuple[str, ...]:
