@@ -236,11 +236,12 @@ class SQLTool:
         database = self._database
         if database is not None:
             catalog = await database.catalog()
-            if self._checked_for is catalog:
-                cached = self._checked.get(key) or self._same_shape(params)
-                if cached is not None:
-                    _remember(self._checked, key, cached)
-                    return cached
+            # What was kept holds for the catalog it was built with only.
+            current = self._checked_for is catalog
+            cached = (self._checked.get(key) or self._same_shape(params)) if current else None
+            if cached is not None:
+                _remember(self._checked, key, cached)
+                return cached
         if self._functions is None:
             self._functions = FunctionPolicy(extra=self._settings.sql_allowed_functions)
         functions = self._functions
