@@ -133,12 +133,13 @@ def _run_session(
     out_fd: int,
 ) -> None:
     # Imported here, after the handshake or the first stateless answer: the client already
-    # has its answer while the event loop, the limiter, the deadline and the audit records
-    # load.
+    # has its answer while the limiter, the deadline and the audit records load. The event
+    # loop starts only if a call needs it (`serve_inline` says when).
     import asyncio  # noqa: PLC0415
 
     from mcp_server_suite.audit.trail import AuditTrail  # noqa: PLC0415
-    from mcp_server_suite.core.stdio import serve  # noqa: PLC0415
+    from mcp_server_suite.core.inline import InlineCalls  # noqa: PLC0415
+    from mcp_server_suite.core.stdio import serve, serve_inline  # noqa: PLC0415
     from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415
     from mcp_server_suite.guardrails.pipeline import Guardrails  # noqa: PLC0415
     from mcp_server_suite.workers import set_worker_limit  # noqa: PLC0415
@@ -157,6 +158,28 @@ def _run_session(
         audit_sink, arguments=settings.audit_arguments, required=settings.audit_required
     )
 
+    calls = InlineCalls(dispatcher, guardrails, audit)
+    try:
+        rest = serve_inline(
+            calls,
+            dispatcher,
+            framer,
+            stop,
+            in_fd=in_fd,
+            out_fd=out_fd,
+            first_call=handover.first_call,
+        )
+    except BaseException:
+        audit.close()
+        raise
+    if rest is None:
+        audit.close()
+        # Loaded tools release what they hold (the sandbox root's descriptor) on a loop.
+        asyncio.run(registry.aclose())
+        os.close(in_fd)
+        os.close(out_fd)
+        return
+
     async def session() -> None:
         try:
             await serve(
@@ -167,7 +190,7 @@ def _run_session(
                 framer=framer,
                 stop=stop,
                 audit=audit,
-                handover=handover,
+                handover=rest,
             )
         finally:
             audit.close()

@@ -13,7 +13,9 @@ Rules:
    when the session closes): one write for all of them, which halves what the trail costs
    each call, at the price of the records of the last few milliseconds if the process is
    killed outright. A record that cannot be written (or built: a bug must not end a session
-   either) is reported once on stderr.
+   either) is reported once on stderr. Before the event loop runs (the shell's blocking
+   phase), records taken down with `held` wait for the caller instead of a timer: it calls
+   `write_waiting` by `written_by()`, before it waits for input, and when the phase ends.
 4. The trail holds no secret: it sees calls and outcomes, never the settings.
 
 Calling order: `clock()` when a call starts, `record(call, outcome, started)` when it ends;
@@ -99,19 +101,25 @@ class AuditTrail:
         self._reported = False
         self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
+        # When the records held for the blocking phase must be written (`clock()` time).
+        self._due: float | None = None
 
     @property
     def sink(self) -> AuditSink | None:
         """The destination, or None when nothing is recorded."""
         return self._sink
 
-    def record(self, call: StartCall, outcome: Outcome, started: float | None) -> bool:
+    def record(
+        self, call: StartCall, outcome: Outcome, started: float | None, *, held: bool = False
+    ) -> bool:
         """Take down the record of one finished call.
 
         Args:
             call: The call, as the dispatcher started it.
             outcome: How it ended.
             started: `clock()` when it started, or None for a call cancelled before it ran.
+            held: The caller runs no event loop and writes the waiting records itself, by
+                `written_by()` (rule 3).
 
         Returns:
             Whether the call's reply may be sent: always, unless the trail is `required` and
@@ -119,10 +127,15 @@ class AuditTrail:
         """
         if self._sink is None:
             return True
-        duration = 0.0 if started is None else max(0.0, self.clock() - started)
+        now = self.clock()
+        duration = 0.0 if started is None else max(0.0, now - started)
         self._pending.append((call, outcome, duration, self._wall_clock_ns()))
         if self._required or len(self._pending) >= MAX_BATCH_RECORDS:
             return self._flush() or not self._required
+        if held:
+            if self._due is None:
+                self._due = now + BATCH_DELAY_S
+            return True
         if self._timer is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -131,6 +144,14 @@ class AuditTrail:
                 return True
             self._timer = loop.call_later(BATCH_DELAY_S, self._flush)
         return True
+
+    def written_by(self) -> float | None:
+        """When the records held for the caller are due (`clock()` time); None if none wait."""
+        return self._due
+
+    def write_waiting(self) -> None:
+        """Write every record still waiting, now."""
+        self._flush()
 
     def close(self) -> None:
         """Write what is still waiting and release the sink."""
@@ -143,6 +164,7 @@ class AuditTrail:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._due = None
         if self._sink is None or not self._pending:
             return True
         pending, self._pending = self._pending, []

@@ -28,7 +28,7 @@ from mcp_server_suite.core.framing import NEED_DATA, FrameTooLarge, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.registry import ToolOutput, ToolSpec
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, StartCall
-from mcp_server_suite.core.stdio import READ_CHUNK_BYTES
+from mcp_server_suite.core.stdio import READ_CHUNK_BYTES, served_by_transports
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.schemas.errors import RequestId, ToolFailure, new_correlation_id
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
@@ -236,19 +236,12 @@ class _ThreadChannel:
         os.close(self._out_fd)
 
 
-def _is_stream_fd(mode: int) -> bool:
-    # Not character devices: epoll refuses /dev/null (EPERM), which would leave the read
-    # transport without a reader and the session waiting forever for input.
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
 async def _open_channel(in_fd: int, out_fd: int) -> _Channel:
     loop = asyncio.get_running_loop()
+    if not served_by_transports(in_fd, out_fd):
+        return _ThreadChannel(in_fd, out_fd)
     in_stat = os.fstat(in_fd)
     out_stat = os.fstat(out_fd)
-    terminal = os.isatty(in_fd) or os.isatty(out_fd)
-    if terminal or not (_is_stream_fd(in_stat.st_mode) and _is_stream_fd(out_stat.st_mode)):
-        return _ThreadChannel(in_fd, out_fd)
     reader = asyncio.StreamReader(limit=READ_CHUNK_BYTES)
     if stat.S_ISSOCK(in_stat.st_mode):
         # One socket carries both directions: a write pipe transport on it would read the
@@ -468,10 +461,12 @@ class _Session:
         *,
         audit: AuditTrail,
         first_call: StartCall | None,
+        unsent: bytes = b"",
     ) -> None:
         self._audit = audit
         self._dispatcher = dispatcher
         self._first_call = first_call
+        self._unsent = unsent
         self._framer = framer
         self._guardrails = guardrails
         self._channel = channel
@@ -491,6 +486,10 @@ class _Session:
         async with asyncio.TaskGroup() as group:
             self._group = group
             writer = group.create_task(self._output.run(), name="writer")
+            if self._unsent:
+                # Answers the blocking phase wrote only in part: they leave before any other.
+                self._output.send(self._unsent)
+                self._unsent = b""
             if self._first_call is not None:
                 # Before any frame read after it: a cancellation right behind it must find it.
                 self._act(self._first_call)
@@ -732,6 +731,7 @@ async def serve_session(
     out_fd: int,
     framer: LineFramer,
     first_call: StartCall | None = None,
+    unsent: bytes = b"",
     early_signals: Sequence[signal.Signals] = (),
     grace: float = DRAIN_GRACE_S,
     audit: AuditTrail | None = None,
@@ -745,6 +745,7 @@ async def serve_session(
         out_fd: The descriptor responses go to (owned from now on).
         framer: The framer, with whatever the blocking phase left buffered in it.
         first_call: A call the blocking phase read and left unstarted; it starts first.
+        unsent: Answers the blocking phase could not write; they are sent before anything.
         early_signals: Stop signals received before the session's handlers were installed.
         grace: How long calls in flight may finish, and their responses reach the client,
             after input ends or a first signal.
@@ -755,7 +756,14 @@ async def serve_session(
     channel = await _open_channel(in_fd, out_fd)
     trail = AuditTrail(None) if audit is None else audit
     session = _Session(
-        dispatcher, guardrails, channel, framer, grace, first_call=first_call, audit=trail
+        dispatcher,
+        guardrails,
+        channel,
+        framer,
+        grace,
+        first_call=first_call,
+        unsent=unsent,
+        audit=trail,
     )
     installed: deque[signal.Signals] = deque()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -21,38 +21,56 @@ Rules:
    on them safely and epoll refuses some of them (`/dev/null`, systemd's
    `StandardInput=null`).
 
-The session runs in two phases. While the session is opening (no era chosen yet, or a
-legacy session before `initialize`), `answer_handshake` serves frames with plain blocking
-reads and writes: nothing can run concurrently yet (`server/discover`, `initialize` and
-`ping` are answered inline, and calls are refused before `initialize`), so the event loop
-is not needed, and a client's handshake or discovery is answered before asyncio has even
-been imported. The phase ends when the session is ready for calls (`initialize` answered,
-or a first 2026-07-28 request other than `server/discover` answered), or at the first call,
-which it hands over unstarted. `serve` then runs the asyncio session (`core._session`,
-rules 2 to 5) with the same dispatcher and framer, so no byte the client sent is lost
-between the phases; a stop signal or a client gone during the phase ends the session, even
-while a write is blocked on a client that does not read.
+The session runs in up to three phases, the first two with plain blocking reads.
+
+1. While the session is opening (no era chosen yet, or a legacy session before
+   `initialize`), `answer_handshake` serves frames before anything else has loaded:
+   nothing can run concurrently yet (`server/discover`, `initialize` and `ping` are
+   answered inline, and calls are refused before `initialize`), so a client's handshake or
+   discovery is answered before the guardrails or asyncio have even been imported. It ends
+   when the session is ready for calls, or at the first call, which it hands over unstarted.
+2. `serve_inline` then serves the ready session for as long as every frame can be answered
+   at once: pings, `tools/list`, discovery, and calls a tool's shortcut answers without
+   waiting (`core.inline`; a cached file read). Nothing is ever in flight, so nothing can
+   need cancelling, a deadline or the output bound, and the answers to one read leave in
+   one write. Its writes never block: the output is made non-blocking where the event loop
+   would make it so (pipes, sockets). It hands over to the event loop at the first call
+   that needs it (unstarted), the first write the client does not take at once (the rest
+   unwritten), or at the end when subscriptions are open (their closing results need the
+   grace of rule 4); otherwise the session ends here, on end of input, a signal or a
+   client gone.
+3. `serve` runs the asyncio session (`core._session`, rules 2 to 5) with the same
+   dispatcher and framer, from exactly where the blocking phases stopped: no byte the
+   client sent and no byte of an answer is lost between them.
+
+A stop signal or a client gone during the first two phases ends the session (the second
+hands over what it could not write, which then gets the grace), even while a read or the
+first phase's write is blocked.
 
 Calling order: `claim_stdio` and `StopSignals()`, then `answer_handshake`, then, if it
-returned a `Handover`, `serve` with it; then `StopSignals.ignore` while the process exits.
+returned a `Handover`, `serve_inline` with its first call, then, if that returned a
+`Handover`, `serve` with it; then `StopSignals.ignore` while the process exits.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+import select
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
+import stat
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
 from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
-from mcp_server_suite.core.server import Dispatcher, Send, SessionState, StartCall
+from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, SessionState, StartCall
 
 if TYPE_CHECKING:
     from mcp_server_suite.audit.trail import AuditTrail
+    from mcp_server_suite.core.inline import InlineCalls
     from mcp_server_suite.guardrails.pipeline import Guardrails
 
 __all__ = [
@@ -62,16 +80,40 @@ __all__ = [
     "answer_handshake",
     "claim_stdio",
     "serve",
+    "serve_inline",
+    "served_by_transports",
 ]
+
+logger = logging.getLogger(__name__)
 
 # The design document's read size: one 64 KiB chunk on top of the frame ceiling bounds the
 # memory a client can make the reader hold.
 READ_CHUNK_BYTES: Final = 64 * 1024
 
+# The inline phase writes its answers once they reach this many bytes, even in the middle of
+# a read: the asyncio session's piece size, so one read of small requests that each ask for a
+# large answer never holds more than one piece and one answer.
+INLINE_BATCH_BYTES: Final = 256 * 1024
+
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 # The states the blocking phase serves: before them nothing can be in flight.
 _OPENING_STATES: Final = frozenset({SessionState.OPENING, SessionState.AWAITING_INIT})
+
+
+def served_by_transports(in_fd: int, out_fd: int) -> bool:
+    """Whether the event loop serves these descriptors with its transports (rule 5).
+
+    Pipes and sockets are; terminals, regular files and other character devices are not:
+    not `/dev/null`, which epoll refuses (EPERM), which would leave the read transport
+    without a reader and the session waiting forever for input.
+    """
+    if os.isatty(in_fd) or os.isatty(out_fd):
+        return False
+    return all(
+        stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        for mode in (os.fstat(in_fd).st_mode, os.fstat(out_fd).st_mode)
+    )
 
 
 class _Stopped(Exception):
@@ -116,6 +158,7 @@ class StopSignals:
         self.count = 0
         self.last: signal.Signals | None = None
         self._reading = False
+        self._interrupting = _Interrupting(self)
         self._previous = {signum: signal.signal(signum, self._handle) for signum in _STOP_SIGNALS}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -124,14 +167,9 @@ class StopSignals:
         if self._reading:
             raise _Stopped
 
-    @contextmanager
-    def interrupting(self) -> Iterator[None]:
-        """Let a stop signal interrupt the body."""
-        self._reading = True
-        try:
-            yield
-        finally:
-            self._reading = False
+    def interrupting(self) -> _Interrupting:
+        """A context in which a stop signal interrupts the body."""
+        return self._interrupting
 
     def restore(self) -> None:
         """Put back the handlers that were installed before."""
@@ -150,6 +188,25 @@ class StopSignals:
             signal.signal(signum, signal.SIG_IGN)
 
 
+class _Interrupting:
+    # A class rather than a generator context: it is entered on every read of a session.
+
+    __slots__ = ("_signals",)
+
+    def __init__(self, signals: StopSignals) -> None:
+        self._signals = signals
+
+    def __enter__(self) -> None:
+        self._signals._reading = True
+        if self._signals.count:
+            # It came after the caller last looked, before the body could be interrupted.
+            self._signals._reading = False
+            raise _Stopped
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._signals._reading = False
+
+
 @dataclass(frozen=True, slots=True)
 class Handover:
     """Where the blocking phase stopped: the event loop continues the session from here.
@@ -157,9 +214,11 @@ class Handover:
     Attributes:
         first_call: A call the phase read but could not run; the session starts it before
             it reads another frame.
+        unsent: Answers the phase could not write without waiting; they leave first.
     """
 
     first_call: StartCall | None = None
+    unsent: bytes = b""
 
 
 def answer_handshake(
@@ -216,6 +275,175 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def serve_inline(
+    calls: InlineCalls,
+    dispatcher: Dispatcher,
+    framer: LineFramer,
+    stop: StopSignals,
+    *,
+    in_fd: int,
+    out_fd: int,
+    first_call: StartCall | None = None,
+) -> Handover | None:
+    """Serve the ready session with blocking reads while every frame is answered at once.
+
+    Args:
+        calls: Answers the calls that need no event loop, and records them.
+        dispatcher: The session's protocol state machine, ready for calls.
+        framer: The session's framer; frames after the phase stay buffered in it.
+        stop: The stop-signal handlers installed for the blocking phases.
+        in_fd: The descriptor requests arrive on.
+        out_fd: The descriptor responses go to.
+        first_call: The call the handshake phase handed over, if any.
+
+    Returns:
+        A `Handover` when `serve` must continue the session; None when it ended here.
+    """
+    return _InlinePhase(calls, dispatcher, framer, stop, in_fd=in_fd, out_fd=out_fd).run(first_call)
+
+
+class _InlinePhase:
+    """`serve_inline`'s loop and what it holds."""
+
+    def __init__(
+        self,
+        calls: InlineCalls,
+        dispatcher: Dispatcher,
+        framer: LineFramer,
+        stop: StopSignals,
+        *,
+        in_fd: int,
+        out_fd: int,
+    ) -> None:
+        self._calls = calls
+        self._dispatcher = dispatcher
+        self._framer = framer
+        self._stop = stop
+        self._in_fd = in_fd
+        self._replies = _Replies(out_fd, nonblocking=served_by_transports(in_fd, out_fd))
+        self._inputs = select.poll()
+        self._inputs.register(in_fd, select.POLLIN)
+
+    def run(self, first_call: StartCall | None) -> Handover | None:
+        try:
+            return self._serve(first_call)
+        except _Stopped:
+            return self._ended()
+        except (BrokenPipeError, ConnectionError):
+            logger.info("the client went away")
+            return None
+        finally:
+            self._calls.audit.write_waiting()
+
+    def _serve(self, first_call: StartCall | None) -> Handover | None:
+        framer, replies = self._framer, self._replies
+        if first_call is not None and (handover := self._act(first_call)) is not None:
+            return handover
+        while not self._stop.count:
+            frame = framer.next_frame()
+            if frame is not NEED_DATA:
+                handover = self._act(self._dispatcher.handle_frame(frame))
+                if handover is not None:
+                    return handover
+                continue
+            if not replies.write():
+                return Handover(unsent=replies.unsent())
+            if framer.at_eof:
+                logger.info("end of input")
+                break
+            _write_records_unless_input(self._inputs, self._calls.audit, self._stop)
+            with self._stop.interrupting():
+                chunk = _read_chunk(self._in_fd, self._inputs)
+            if chunk:
+                framer.receive_data(chunk)
+            else:
+                framer.receive_eof()
+        return self._ended()
+
+    def _act(self, action: Send | StartCall | CancelCall | None) -> Handover | None:
+        replies = self._replies
+        if isinstance(action, Send):
+            replies.add(encode(action.message))
+        elif isinstance(action, StartCall):
+            reply = self._calls.answer(action)
+            if reply is None:
+                # It needs the event loop: the answers before it leave first, from there.
+                return Handover(action, replies.unsent())
+            replies.add(reply)
+        # A cancellation finds nothing in flight here: every call has been answered.
+        if replies.size >= INLINE_BATCH_BYTES and not replies.write():
+            return Handover(unsent=replies.unsent())
+        return None
+
+    def _ended(self) -> Handover | None:
+        if self._dispatcher.subscriptions or self._replies.size:
+            # Their closing results and what is left to write get the session's grace.
+            return Handover(unsent=self._replies.unsent())
+        if self._stop.last is not None:
+            logger.warning(
+                "received %s, nothing in flight: ending the session", self._stop.last.name
+            )
+        return None
+
+
+class _Replies:
+    """The inline phase's answers to one read, written together without ever waiting."""
+
+    def __init__(self, fd: int, *, nonblocking: bool) -> None:
+        self._fd = fd
+        self._parts: list[bytes] = []
+        self.size = 0
+        if nonblocking:
+            # As the event loop's transports will; the others (a regular file, a terminal)
+            # stay blocking, as the event loop's session writes them too.
+            os.set_blocking(fd, False)
+
+    def add(self, data: bytes) -> None:
+        self._parts.append(data)
+        self.size += len(data)
+
+    def unsent(self) -> bytes:
+        return b"".join(self._parts)
+
+    def write(self) -> bool:
+        """Write what waits, as far as the client takes it at once; whether all of it went."""
+        if not self._parts:
+            return True
+        data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        try:
+            written = os.write(self._fd, data)
+        except BlockingIOError:
+            written = 0
+        self._parts = [data[written:]] if written < len(data) else []
+        self.size = len(data) - written
+        return not self._parts
+
+
+def _write_records_unless_input(inputs: select.poll, audit: AuditTrail, stop: StopSignals) -> None:
+    # The records of the calls answered so far wait for more of them, as long as the trail
+    # allows; once input is slower than that, they are written before the read blocks. A
+    # signal may interrupt the wait, never the write, which would lose the records.
+    due = audit.written_by()
+    if due is None:
+        return
+    left = due - audit.clock()
+    if left > 0:
+        with stop.interrupting():
+            if inputs.poll(math.ceil(left * 1000)):
+                return
+    audit.write_waiting()
+
+
+def _read_chunk(in_fd: int, inputs: select.poll) -> bytes:
+    while True:
+        try:
+            return os.read(in_fd, READ_CHUNK_BYTES)
+        except BlockingIOError:
+            # A socket that carries both directions shares the output's non-blocking mode:
+            # wait until it is readable.
+            inputs.poll()
+
+
 async def serve(
     dispatcher: Dispatcher,
     guardrails: Guardrails,
@@ -252,6 +480,7 @@ async def serve(
         out_fd=out_fd,
         framer=framer if framer is not None else LineFramer(),
         first_call=None if handover is None else handover.first_call,
+        unsent=b"" if handover is None else handover.unsent,
         early_signals=()
         if stop is None or stop.last is None
         else (stop.last,) * min(stop.count, 2),

@@ -16,6 +16,10 @@ its output to the same models without the round trips through JSON text; it runs
 deadline, and when it declines (the arguments break the model) the steps above run and
 report why.
 
+`Guardrails.answer_now` is steps 1 and 3 alone, for the shell's blocking phase, where no
+call holds a slot: the slot of step 2 is free by construction, so it is not taken, and a
+call the shortcut declines goes to `invoke` (the event loop) unchanged.
+
 Every refusal is a `ToolFailure` carrying an in-band problem. A result that breaks its own
 contract is a bug in the tool, so it is raised as an ordinary exception and reported as an
 internal error.
@@ -50,6 +54,28 @@ class Guardrails:
     deadline: float = DEFAULT_DEADLINE_S
     max_depth: int = DEFAULT_MAX_DEPTH
     max_items: int = DEFAULT_MAX_ITEMS
+
+    def answer_now(
+        self, spec: ToolSpec[Any, Any], arguments: Mapping[str, Any]
+    ) -> ToolOutput | None:
+        """Answer a call at once, while no other call runs; None when it must be `invoke`d.
+
+        Args:
+            spec: The tool, already looked up by the dispatcher.
+            arguments: The decoded `arguments` object.
+
+        Returns:
+            The checked result, or None when the tool has no shortcut, the shortcut declined,
+            or a slot is held (then only `invoke` may run the call).
+
+        Raises:
+            ToolFailure: The sanitizer or the tool refused the call (in-band problem).
+            OutputContractError: The tool broke its own result contract.
+        """
+        if spec.run_inline is None or self.limiter.in_use:
+            return None
+        ensure_clean_arguments(arguments, max_depth=self.max_depth, max_items=self.max_items)
+        return spec.run_inline(arguments)
 
     async def invoke(self, spec: ToolSpec[Any, Any], arguments: Mapping[str, Any]) -> ToolOutput:
         """Run one call through every guardrail and the tool.
