@@ -207,6 +207,46 @@ def test_no_descriptor_leak_in_the_server(server: ServerProcess, tree: FSTree) -
     assert len(list(descriptors.iterdir())) == before
 
 
+def _event_loop_started(pid: int) -> bool:
+    # The event loop's selector is an epoll descriptor; the blocking phases hold none.
+    fds = Path(f"/proc/{pid}/fd")
+    return any(os.readlink(fd) == "anon_inode:[eventpoll]" for fd in fds.iterdir())
+
+
+@pytest.mark.e2e
+def test_cached_reads_are_answered_before_the_event_loop_with_every_control(
+    tree: FSTree, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    with running_server(fs_environment(tree.root) | {"MCP_AUDIT_LOG": str(log)}) as server:
+        server.initialize()
+        descriptors = Path(f"/proc/{server.process.pid}/fd")
+        assert server.call_tool(TOOL, {"relative_path": "ok.txt"})["result"]["isError"] is False
+        before = len(list(descriptors.iterdir()))
+        for _ in range(25):
+            ok = server.call_tool(TOOL, {"relative_path": "ok.txt"})["result"]
+            assert ok["structuredContent"]["content"] == "hello\n"
+            # A refusal the lookup decides at once (a FIFO, never opened) too.
+            fifo = problem_of(server.call_tool(TOOL, {"relative_path": "fifo"}))
+            assert fifo["code"] == "MCP_ACCESS_DENIED"
+            assert server.request("ping")["result"] == {}
+            assert server.request("tools/list")["result"]["tools"]
+        # No descriptor left behind, and not one of those calls needed the event loop.
+        assert len(list(descriptors.iterdir())) == before
+        assert not _event_loop_started(server.process.pid)
+        # A call that needs a worker thread starts the loop; the session goes on there.
+        outside = problem_of(server.call_tool(TOOL, {"relative_path": "../outside/x"}))
+        assert outside["code"] == "MCP_ACCESS_DENIED"
+        assert _event_loop_started(server.process.pid)
+        assert server.call_tool(TOOL, {"relative_path": "ok.txt"})["result"]["isError"] is False
+        server.close_stdin()
+        assert server.wait() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    # Every call recorded, in the blocking phase and after it.
+    assert len(records) == 1 + 25 * 2 + 2
+    assert {record["client"]["name"] for record in records} == {"test-client"}
+
+
 @pytest.mark.e2e
 def test_root_swapped_after_start_cannot_redirect_reads(tmp_path: Path) -> None:
     tree = build_fs_tree(tmp_path / "base")
