@@ -3,9 +3,10 @@
 `python -m mcp_server_suite` and the `mcp-server-suite` console script both land in `main`.
 Logging goes to stderr; the protocol streams are claimed before the session starts, so
 nothing else in the process can write to stdout. Start-up imports only what answering the
-handshake needs: the event loop and the guardrails load once `initialize` (or the first
-2026-07-28 request other than `server/discover`) is answered, or at the first call, and each
-tool's implementation on its first call.
+handshake needs: the guardrails and the audit trail load once `initialize` (or the first
+2026-07-28 request other than `server/discover`) is answered, or at the first call, each
+tool's implementation on its first call, and the event loop runs only from the first call
+that needs it (`core.stdio`, the session's phases).
 """
 
 import logging

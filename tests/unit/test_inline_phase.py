@@ -612,3 +612,26 @@ def test_notifications_are_read_and_never_answered(phase: Phase) -> None:
     phase.send(initialized + ping(1), end=True)
     assert phase.serve() is None
     assert [answer["id"] for answer in phase.answers()] == [1]
+
+
+def test_a_signal_interrupts_a_blocking_write_beside_a_regular_file_input(
+    phase: Phase, tmp_path: Path
+) -> None:
+    # Requests from a file, answers into a pipe nobody reads: the event loop would write
+    # such a pipe blocking too, so the phase does, and a stop signal gets it out.
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(b"".join(call(n, "big") for n in range(8)))
+    phase.legacy()
+    with requests.open("rb") as source:
+        phase.server_in, pipe_in = source.fileno(), phase.server_in
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
+        timer.start()
+        try:
+            assert phase.serve() is None
+        finally:
+            timer.join()
+            phase.server_in = pipe_in
+    assert os.get_blocking(phase.server_out)
+    assert (phase.stop.count, phase.stop.last) == (1, signal.SIGTERM)
+    # Every call answered before the signal was recorded.
+    assert phase.records()

@@ -320,7 +320,7 @@ class _InlinePhase:
         self._framer = framer
         self._stop = stop
         self._in_fd = in_fd
-        self._replies = _Replies(out_fd, nonblocking=served_by_transports(in_fd, out_fd))
+        self._replies = _Replies(out_fd, stop, nonblocking=served_by_transports(in_fd, out_fd))
         self._inputs = select.poll()
         self._inputs.register(in_fd, select.POLLIN)
 
@@ -387,15 +387,22 @@ class _InlinePhase:
 
 
 class _Replies:
-    """The inline phase's answers to one read, written together without ever waiting."""
+    """The inline phase's answers to one read, written together.
 
-    def __init__(self, fd: int, *, nonblocking: bool) -> None:
+    Where the event loop would make the output non-blocking (pipes, sockets), so is it here,
+    and a write never waits: what the client does not take at once is handed over. Elsewhere
+    (a terminal, a regular file, a pipe written beside a regular file's input) writes block,
+    as they do on the event loop, and a stop signal interrupts them: the rest is dropped,
+    since the client that asked to stop was not reading it.
+    """
+
+    def __init__(self, fd: int, stop: StopSignals, *, nonblocking: bool) -> None:
         self._fd = fd
+        self._stop = stop
+        self._nonblocking = nonblocking
         self._parts: list[bytes] = []
         self.size = 0
         if nonblocking:
-            # As the event loop's transports will; the others (a regular file, a terminal)
-            # stay blocking, as the event loop's session writes them too.
             os.set_blocking(fd, False)
 
     def add(self, data: bytes) -> None:
@@ -410,6 +417,11 @@ class _Replies:
         if not self._parts:
             return True
         data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        if not self._nonblocking:
+            self._parts, self.size = [], 0
+            with self._stop.interrupting():
+                _write_all(self._fd, data)
+            return True
         try:
             written = os.write(self._fd, data)
         except BlockingIOError:
