@@ -13,7 +13,7 @@ import resource
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -194,25 +194,41 @@ def test_a_failed_write_is_reported_once_and_calls_go_on(tmp_path: Path, data: s
     assert "(EFBIG)" in server.stderr
 
 
+# A cached file read is answered before the event loop starts; a metrics reading runs in a
+# worker thread, on the event loop. Both paths must withhold what they cannot record.
+_REQUIRED_TRAIL_CALLS: Final = [
+    pytest.param("sandbox_fs_read", {"relative_path": "hello.txt"}, "Hello", id="inline"),
+    pytest.param("system_metrics", {}, "utilization", id="event-loop"),
+]
+
+
 @pytest.mark.e2e
-def test_a_required_trail_withholds_results_it_cannot_record(tmp_path: Path, data: str) -> None:
+@pytest.mark.parametrize(("tool", "arguments", "withheld"), _REQUIRED_TRAIL_CALLS)
+def test_a_required_trail_withholds_results_it_cannot_record(
+    tmp_path: Path, data: str, tool: str, arguments: dict[str, object], withheld: str
+) -> None:
     log = full_log(tmp_path)
-    env = {"MCP_AUDIT_LOG": str(log), "MCP_AUDIT_REQUIRED": "true", "MCP_SAFE_DATA_DIR": data}
+    env = {
+        "MCP_AUDIT_LOG": str(log),
+        "MCP_AUDIT_REQUIRED": "true",
+        "MCP_SAFE_DATA_DIR": data,
+        "MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01",
+    }
     with running_server(env) as server:
         server.initialize()
-        assert server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})["result"]
+        assert server.call_tool(tool, arguments)["result"]["isError"] is False
         limit_file_size(server.pid, _FILE_SIZE_LIMIT)
         for _ in range(2):
-            result = server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})["result"]
+            result = server.call_tool(tool, arguments)["result"]
             assert result["isError"] is True
             assert "structuredContent" not in result
             problem = json.loads(result["content"][0]["text"])
             assert problem["code"] == "MCP_INTERNAL_ERROR"
             assert problem["metadata"] == {"retryable": True, "audit": "unavailable"}
-            assert "Hello" not in result["content"][0]["text"]
+            assert withheld not in result["content"][0]["text"]
         # The disk has room again: calls are answered, and recorded, as before.
         limit_file_size(server.pid, resource.RLIM_INFINITY)
-        response = server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})
+        response = server.call_tool(tool, arguments)
         assert response["result"]["isError"] is False
         finish(server)
     assert server.stderr.count("audit trail: a record could not be written") == 1
