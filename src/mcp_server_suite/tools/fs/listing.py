@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Final
 
-from mcp_server_suite.config import ConfigError, Settings
+from mcp_server_suite.config import Settings
 from mcp_server_suite.core.registry import ToolSpec
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import (
@@ -32,8 +32,13 @@ from mcp_server_suite.schemas.fs import (
 )
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.tools.fs._refusals import os_failure, refusal, subject_of
-from mcp_server_suite.tools.fs.resolution import Resolved, Resolver, relative_beneath
-from mcp_server_suite.tools.fs.root import SandboxClosed, SandboxRoot, open_root
+from mcp_server_suite.tools.fs.resolution import (
+    Resolved,
+    Resolver,
+    configured_resolver,
+    relative_beneath,
+)
+from mcp_server_suite.tools.fs.root import SandboxClosed, SandboxRoot
 from mcp_server_suite.workers import run_blocking
 
 __all__ = ["DESCRIPTION", "MAX_SCANNED_ENTRIES", "DirectoryLister", "build_list_tool"]
@@ -194,11 +199,7 @@ def build_list_tool(
     Raises:
         ConfigError: `MCP_SAFE_DATA_DIR` is unset, or its directory cannot be opened.
     """
-    if root is None:
-        if settings.safe_data_dir is None:
-            raise ConfigError("MCP_SAFE_DATA_DIR", "an absolute path to an existing directory")
-        root = open_root(settings.safe_data_dir)
-    resolver = Resolver.probe(root, cross_mounts=settings.fs_cross_mounts, use_kernel=use_kernel)
+    root, resolver = configured_resolver(settings, root, use_kernel=use_kernel)
     lister = DirectoryLister(resolver)
     return ToolSpec(
         name=TOOL,

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mcp_server_suite.config import ConfigError, Settings
+from mcp_server_suite.config import Settings
 from mcp_server_suite.core.registry import ToolOutput, ToolSpec
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
@@ -47,8 +47,13 @@ from mcp_server_suite.tools.fs._refusals import (
 )
 from mcp_server_suite.tools.fs.codecs import Kind, TextCodec, text_codec
 from mcp_server_suite.tools.fs.mounts import INLINE_FILESYSTEMS, MEMORY_FILESYSTEMS
-from mcp_server_suite.tools.fs.resolution import Resolved, Resolver, relative_beneath
-from mcp_server_suite.tools.fs.root import SandboxClosed, SandboxRoot, open_root
+from mcp_server_suite.tools.fs.resolution import (
+    Resolved,
+    Resolver,
+    configured_resolver,
+    relative_beneath,
+)
+from mcp_server_suite.tools.fs.root import SandboxClosed, SandboxRoot
 from mcp_server_suite.workers import run_blocking
 
 __all__ = [
@@ -507,11 +512,7 @@ def build_read_tool(
     Raises:
         ConfigError: `MCP_SAFE_DATA_DIR` is unset, or its directory cannot be opened.
     """
-    if root is None:
-        if settings.safe_data_dir is None:
-            raise ConfigError("MCP_SAFE_DATA_DIR", "an absolute path to an existing directory")
-        root = open_root(settings.safe_data_dir)
-    resolver = Resolver.probe(root, cross_mounts=settings.fs_cross_mounts, use_kernel=use_kernel)
+    root, resolver = configured_resolver(settings, root, use_kernel=use_kernel)
     reader = FileReader(resolver)
     return ToolSpec(
         name=TOOL,

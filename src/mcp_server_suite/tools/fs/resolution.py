@@ -33,9 +33,10 @@ import stat
 from dataclasses import dataclass
 from typing import Final
 
+from mcp_server_suite.config import ConfigError, Settings
 from mcp_server_suite.tools.fs import _openat2
 from mcp_server_suite.tools.fs.mounts import filesystem_type, mount_id
-from mcp_server_suite.tools.fs.root import SandboxRoot
+from mcp_server_suite.tools.fs.root import SandboxRoot, open_root
 
 __all__ = [
     "MAX_RESOLVED_CHARS",
@@ -43,6 +44,7 @@ __all__ = [
     "PATH_MAX",
     "Resolved",
     "Resolver",
+    "configured_resolver",
     "relative_beneath",
 ]
 
@@ -554,3 +556,24 @@ def _protected_symlinks() -> bool:
     except OSError:
         # The kernel's own default is off; systemd turns it on, which /proc would show.
         return False
+
+
+def configured_resolver(
+    settings: Settings, root: SandboxRoot | None, *, use_kernel: bool
+) -> tuple[SandboxRoot, Resolver]:
+    """Return the sandbox root and the resolver beneath it that a file tool is built over.
+
+    Args:
+        settings: The validated configuration; `safe_data_dir` must be set.
+        root: The root opened at start-up; opened here when None.
+        use_kernel: False to resolve with the walk even where `openat2` works.
+
+    Raises:
+        ConfigError: `MCP_SAFE_DATA_DIR` is unset, or its directory cannot be opened.
+    """
+    if root is None:
+        if settings.safe_data_dir is None:
+            raise ConfigError("MCP_SAFE_DATA_DIR", "an absolute path to an existing directory")
+        root = open_root(settings.safe_data_dir)
+    resolver = Resolver.probe(root, cross_mounts=settings.fs_cross_mounts, use_kernel=use_kernel)
+    return root, resolver
