@@ -139,6 +139,7 @@ def _run_session(
     import asyncio  # noqa: PLC0415
 
     from mcp_server_suite.audit.trail import AuditTrail  # noqa: PLC0415
+    from mcp_server_suite.core.busy_poll import new_event_loop  # noqa: PLC0415
     from mcp_server_suite.core.inline import InlineCalls  # noqa: PLC0415
     from mcp_server_suite.core.stdio import serve, serve_inline  # noqa: PLC0415
     from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415
@@ -197,7 +198,8 @@ def _run_session(
             audit.close()
             await registry.aclose()
 
-    asyncio.run(session())
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(session())
     # The loop's close restored the default actions; nothing is left for a signal to stop.
     stop.ignore()
 

@@ -30,6 +30,7 @@ from mcp_server_suite.core.registry import RegisteredTool, ToolOutput, ToolRegis
 from mcp_server_suite.core.server import Dispatcher, StartCall
 from mcp_server_suite.core.stdio import (
     INLINE_BATCH_BYTES,
+    READ_CHUNK_BYTES,
     Handover,
     StopSignals,
     serve_inline,
@@ -635,3 +636,27 @@ def test_a_signal_interrupts_a_blocking_write_beside_a_regular_file_input(
     assert (phase.stop.count, phase.stop.last) == (1, signal.SIGTERM)
     # Every call answered before the signal was recorded.
     assert phase.records()
+
+
+def test_overdue_records_are_written_before_input_that_already_waits(stop: StopSignals) -> None:
+    # A client that never pauses must not keep records waiting beyond the batch delay: here
+    # the trail's clock passes the delay at every look, and the second call already waits
+    # in the pipe when the first has been answered (the first fills one read exactly).
+    phase = Phase(stop)
+    ticks = iter(range(1_000))
+    phase.audit = AuditTrail(phase.sink, clock=lambda: next(ticks) * BATCH_DELAY_S * 2)
+    phase.calls = InlineCalls(phase.dispatcher, Guardrails(limiter=phase.limiter), phase.audit)
+    try:
+        for fd in (phase.client_out, phase.server_out):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 8 * READ_CHUNK_BYTES)
+        phase.legacy()
+        first = call(1, "")
+        first = call(1, "a" * (READ_CHUNK_BYTES - len(first)))
+        assert len(first) == READ_CHUNK_BYTES
+        phase.send(first + call(2, "b"), end=True)
+        assert phase.serve() is None
+        assert [answer["id"] for answer in phase.answers()] == [1, 2]
+        assert phase.sink.batches == 2
+        assert [record["request_id"] for record in phase.records()] == [1, 2]
+    finally:
+        phase.close()

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
+from mcp_server_suite.core.busy_poll import ready_within
 from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, SessionState, StartCall
@@ -433,10 +434,14 @@ class _Replies:
 
 def _write_records_unless_input(inputs: select.poll, audit: AuditTrail, stop: StopSignals) -> None:
     # The records of the calls answered so far wait for more of them, as long as the trail
-    # allows; once input is slower than that, they are written before the read blocks. A
-    # signal may interrupt the wait, never the write, which would lose the records.
+    # allows; once input is slower than that, they are written before the read blocks. Input
+    # is first looked for awake (`busy_poll`), except while records are overdue. A signal may
+    # interrupt the wait, never the write, which would lose the records.
     due = audit.written_by()
-    if due is None:
+    if due is not None and due <= audit.clock():
+        audit.write_waiting()
+        due = None
+    if ready_within(lambda: bool(inputs.poll(0))) or due is None:
         return
     left = due - audit.clock()
     if left > 0:

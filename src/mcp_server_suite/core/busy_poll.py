@@ -1,0 +1,72 @@
+"""Waiting awake for a moment before sleeping: what the shell does before every blocking wait.
+
+Rules:
+
+1. Before a wait that may sleep (a blocking read in the inline phase, the event loop's
+   `select`), the shell looks for input without sleeping for up to `BUSY_POLL_S`, and sleeps
+   only if none came. A process asleep costs a wake-up on the scheduler's slow path when its
+   input arrives: a cross-CPU interrupt, on a virtual machine an exit to the hypervisor,
+   which takes longer than a quick client's turn-around between an answer and its next
+   request, or a database's answer to a short query.
+2. The cost is bounded: at most `BUSY_POLL_S` of CPU time per wait, and only when the
+   process was about to sleep. A client that goes quiet costs a tenth of a millisecond once,
+   then nothing.
+3. Looking never changes what is read, written or when a timer fires: a wait for a timer
+   due sooner than `BUSY_POLL_S` polls only until it is due, and a signal is handled as it
+   would be during the sleep.
+"""
+
+import selectors
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["BUSY_POLL_S", "BusyPollSelector", "new_event_loop", "ready_within"]
+
+# A tenth of a millisecond: longer than a client that sends its next request as soon as it
+# has read an answer takes to do so (tens of microseconds), and shorter than anything a
+# person or a model would notice, whatever the machine.
+BUSY_POLL_S: Final = 100e-6
+
+
+def ready_within(ready: Callable[[], bool], seconds: float = BUSY_POLL_S) -> bool:
+    """Ask `ready` (which must not block) again and again for up to `seconds`.
+
+    Returns:
+        Whether it said yes before the time was up.
+    """
+    ends = time.perf_counter() + seconds
+    while not ready():
+        if time.perf_counter() >= ends:
+            return False
+    return True
+
+
+class BusyPollSelector(selectors.DefaultSelector):
+    """The platform's selector, which polls for `BUSY_POLL_S` before it sleeps (rule 1)."""
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is not None and timeout <= 0:
+            return super().select(timeout)
+        started = time.perf_counter()
+        window = BUSY_POLL_S if timeout is None else min(BUSY_POLL_S, timeout)
+        ends = started + window
+        while True:
+            events = super().select(0)
+            if events:
+                return events
+            now = time.perf_counter()
+            if now >= ends:
+                break
+        return super().select(None if timeout is None else max(0.0, timeout - (now - started)))
+
+
+def new_event_loop() -> "asyncio.AbstractEventLoop":
+    """An event loop whose selector polls before it sleeps: the session's loop."""
+    # Imported here: the inline phase uses this module before asyncio is ever loaded.
+    import asyncio  # noqa: PLC0415
+
+    return asyncio.SelectorEventLoop(BusyPollSelector())
