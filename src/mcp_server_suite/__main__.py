@@ -139,7 +139,7 @@ def _run_session(
     import asyncio  # noqa: PLC0415
 
     from mcp_server_suite.audit.trail import AuditTrail  # noqa: PLC0415
-    from mcp_server_suite.core.busy_poll import new_event_loop  # noqa: PLC0415
+    from mcp_server_suite.core.event_loop import new_event_loop  # noqa: PLC0415
     from mcp_server_suite.core.inline import InlineCalls  # noqa: PLC0415
     from mcp_server_suite.core.stdio import serve, serve_inline  # noqa: PLC0415
     from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415

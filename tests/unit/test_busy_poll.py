@@ -1,5 +1,5 @@
 """Waiting awake before sleeping (`core.busy_poll`): what is found, what is waited for, and the
-event loop built on it."""
+event loop built on it (`core.event_loop`)."""
 
 import asyncio
 import os
@@ -10,12 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcp_server_suite.core.busy_poll import (
-    BUSY_POLL_S,
-    BusyPollSelector,
-    new_event_loop,
-    ready_within,
-)
+from mcp_server_suite.core.busy_poll import BUSY_POLL_S, ready_within
+from mcp_server_suite.core.event_loop import BusyPollSelector, new_event_loop
 
 
 @pytest.fixture

@@ -1,5 +1,8 @@
 """Waiting awake for a moment before sleeping: what the shell does before every blocking wait.
 
+The inline phase uses `ready_within`; the session's event loop, `core.event_loop`. This
+module is imported at start-up, so it imports nothing the handshake does not need.
+
 Rules:
 
 1. Before a wait that may sleep (a blocking read in the inline phase, the event loop's
@@ -16,15 +19,11 @@ Rules:
    would be during the sleep.
 """
 
-import selectors
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    import asyncio
-
-__all__ = ["BUSY_POLL_S", "BusyPollSelector", "new_event_loop", "ready_within"]
+__all__ = ["BUSY_POLL_S", "ready_within"]
 
 # A tenth of a millisecond: longer than a client that sends its next request as soon as it
 # has read an answer takes to do so (tens of microseconds), and shorter than anything a
@@ -43,30 +42,3 @@ def ready_within(ready: Callable[[], bool], seconds: float = BUSY_POLL_S) -> boo
         if time.perf_counter() >= ends:
             return False
     return True
-
-
-class BusyPollSelector(selectors.DefaultSelector):
-    """The platform's selector, which polls for `BUSY_POLL_S` before it sleeps (rule 1)."""
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is not None and timeout <= 0:
-            return super().select(timeout)
-        started = time.perf_counter()
-        window = BUSY_POLL_S if timeout is None else min(BUSY_POLL_S, timeout)
-        ends = started + window
-        while True:
-            events = super().select(0)
-            if events:
-                return events
-            now = time.perf_counter()
-            if now >= ends:
-                break
-        return super().select(None if timeout is None else max(0.0, timeout - (now - started)))
-
-
-def new_event_loop() -> "asyncio.AbstractEventLoop":
-    """An event loop whose selector polls before it sleeps: the session's loop."""
-    # Imported here: the inline phase uses this module before asyncio is ever loaded.
-    import asyncio  # noqa: PLC0415
-
-    return asyncio.SelectorEventLoop(BusyPollSelector())
