@@ -30,9 +30,13 @@ from typing import Any
 
 import pytest
 
+from mcp_server_suite.config import Settings
 from tests.support.harness import REPO_ROOT, ServerProcess, base_environment, initialize_params
 
 pytestmark = pytest.mark.e2e
+
+# The default slot wait (`MCP_TOOL_ACQUIRE_TIMEOUT_SECONDS`), which B092 leaves unset.
+SLOT_WAIT_S = Settings().tool_acquire_timeout_seconds
 
 VECTORS_FILE = REPO_ROOT / "tests" / "vectors" / "proto-round2.json"
 CASES: list[dict[str, Any]] = json.loads(VECTORS_FILE.read_text("utf-8"))
@@ -226,7 +230,11 @@ def test_b092_a_flood_of_calls_runs_in_the_slots_waits_boundedly_and_is_refused_
         # 16 slots, 64 waiting for at most 5 s: of the 2 s calls, three waves of 16 run.
         assert len(ran) >= 16
         assert len(ran) <= 16 + 64
-        at_once = [at for at, _ in refused if at < 1.5]
+        # A call that waited out its slot wait cannot be answered sooner than that wait after
+        # the burst was sent, whatever the machine's speed, so every refusal before it is one
+        # that did not wait. A fixed wall-clock bound tighter than this held only on a quick
+        # machine.
+        at_once = [at for at, _ in refused if at < SLOT_WAIT_S]
         assert len(at_once) >= count - 16 - 64
         for _, result in refused:
             problem = json.loads(result["content"][0]["text"])
