@@ -9,7 +9,7 @@ import asyncio
 import selectors
 import time
 
-from mcp_server_suite.core.busy_poll import BUSY_POLL_S
+from mcp_server_suite.core.busy_poll import BUSY_POLL_S, ready_within
 
 __all__ = ["BusyPollSelector", "new_event_loop"]
 
@@ -21,16 +21,19 @@ class BusyPollSelector(selectors.DefaultSelector):
         if timeout is not None and timeout <= 0:
             return super().select(timeout)
         started = time.perf_counter()
+        look = super().select
+        events: list[tuple[selectors.SelectorKey, int]] = []
+
+        def ready() -> bool:
+            events.extend(look(0))
+            return bool(events)
+
         window = BUSY_POLL_S if timeout is None else min(BUSY_POLL_S, timeout)
-        ends = started + window
-        while True:
-            events = super().select(0)
-            if events:
-                return events
-            now = time.perf_counter()
-            if now >= ends:
-                break
-        return super().select(None if timeout is None else max(0.0, timeout - (now - started)))
+        if ready_within(ready, window):
+            return events
+        if timeout is None:
+            return look(None)
+        return look(max(0.0, timeout - (time.perf_counter() - started)))
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
