@@ -12,8 +12,8 @@ Rules:
    which takes longer than a quick client's turn-around between an answer and its next
    request, or a database's answer to a short query.
 2. The cost is bounded: at most `BUSY_POLL_S` of CPU time per wait, and only when the
-   process was about to sleep. A client that goes quiet costs a tenth of a millisecond once,
-   then nothing.
+   process was about to sleep. A client or a database that goes quiet costs half a
+   millisecond once, then nothing.
 3. Looking never changes what is read, written or when a timer fires: a wait for a timer
    due sooner than `BUSY_POLL_S` polls only until it is due, and a signal is handled as it
    would be during the sleep.
@@ -25,10 +25,12 @@ from typing import Final
 
 __all__ = ["BUSY_POLL_S", "ready_within"]
 
-# A tenth of a millisecond: longer than a client that sends its next request as soon as it
-# has read an answer takes to do so (tens of microseconds), and shorter than anything a
-# person or a model would notice, whatever the machine.
-BUSY_POLL_S: Final = 100e-6
+# Half a millisecond: longer than the two waits of a busy session, a client that sends its
+# next request as soon as it has read an answer (tens of microseconds) and a local
+# PostgreSQL answering a short read's round trip (0.2 to 0.4 ms, `benchmarks/bench_sql.py`),
+# and shorter than anything a person or a model would notice, whatever the machine. A tenth
+# of a millisecond covers the first alone: an SQL call would sleep through its answer.
+BUSY_POLL_S: Final = 500e-6
 
 
 def ready_within(ready: Callable[[], bool], seconds: float = BUSY_POLL_S) -> bool:
