@@ -64,8 +64,10 @@ MAX_ID_CHARS: Final = 256
 _REQUEST_MEMBERS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
-# Sixteen digits in a row are the least that can spell an integer beyond the safe range.
-_LONG_DIGITS: Final = re.compile(r"[0-9]{16}")
+# Sixteen digits in a row are the least that can spell an integer beyond the safe range. The
+# first is spelled apart so that the regex engine skips to a digit before it tries a match,
+# which makes the scan of a message without one about twice as fast.
+_LONG_DIGITS: Final = re.compile(r"[0-9][0-9]{15}")
 
 # Reading the members of a message that broke a rule (rule 3): JSON's whitespace, a string
 # literal (its validity is checked later), and what delimits the rest.
@@ -209,7 +211,8 @@ def _check_rules(text: str, value: JSONValue, *, depth: int, message_level: bool
         ParseError: A lone surrogate, nesting deeper than `MAX_JSON_DEPTH`, or an integer
             beyond the safe range.
     """
-    if _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text):
+    # ASCII text holds no surrogate itself (`isascii` is a flag check), only escapes of one.
+    if _SURROGATE_ESCAPE.search(text) or (not text.isascii() and _SURROGATE.search(text)):
         try:
             # Exact and at C speed: UTF-8 cannot encode a surrogate that is not half of a pair.
             _SURROGATE_PROBE.encode(value).encode("utf-8")
@@ -437,7 +440,11 @@ _DECODER: Final = json.JSONDecoder(
     parse_constant=_refuse_constant,
     parse_float=_finite_float,
 )
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+# Outgoing messages are trees the server builds from JSON data, which cannot hold a cycle, so
+# the encoder does not keep the record of containers that would find one.
+_ENCODER: Final = json.JSONEncoder(
+    ensure_ascii=True, allow_nan=False, separators=(",", ":"), check_circular=False
+)
 # Only for finding lone surrogates: serialised without escapes, a lone surrogate cannot be
 # encoded as UTF-8.
 _SURROGATE_PROBE: Final = json.JSONEncoder(ensure_ascii=False, check_circular=False)
