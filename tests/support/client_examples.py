@@ -35,7 +35,8 @@ __all__ = [
 # What each kind needs, for the reader of a failure.
 KINDS: Final = {
     "clone": "a clone with .cache/venv (scripts/quickstart.sh)",
-    "socket": "socat and a socket-activated listener (emulated here as systemd's Accept=yes)",
+    "socket": "a stdio-to-socket relay (python3, or socat) and a socket-activated listener "
+    "(emulated here as systemd's Accept=yes)",
     "release": "the package on PyPI and uvx",
     "nix": "Nix",
     "docker": "a Docker daemon with mcp-server-suite:local loaded",
@@ -107,7 +108,15 @@ def classify(server: Mapping[str, Any]) -> str:
     command = str(server["command"])
     if command.endswith("/.cache/venv/bin/mcp-server-suite"):
         return "clone"
-    kinds = {"socat": "socket", "uvx": "release", "nix": "nix", "docker": "docker"}
+    # The socket's client is a relay between stdio and the Unix socket: Python's standard
+    # library in a few lines (`python3 -c`), or socat.
+    kinds = {
+        "python3": "socket",
+        "socat": "socket",
+        "uvx": "release",
+        "nix": "nix",
+        "docker": "docker",
+    }
     if command in kinds:
         return kinds[command]
     raise ValueError(f"no launcher for a client configuration whose command is {command!r}")
