@@ -36,7 +36,7 @@ mkdir -p "$prefix"
 cp "$source/package.json" "$source/package-lock.json" "$prefix/"
 # --ignore-scripts: nothing here needs an install script, so none gets to run. The engine
 # warnings name Node.js 22 packages that the installing npm, on Node.js 20, does not run.
-(cd "$prefix" && "$npm" ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+(cd "$prefix" && "$npm" ci --ignore-scripts --no-audit --no-fund --update-notifier=false --loglevel=error >/dev/null)
 
 version="$("$node" --version)"
 if [[ $version != v22.* ]]; then
