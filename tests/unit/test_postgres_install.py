@@ -13,6 +13,7 @@ import os
 import pwd
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support import postgres_install
+from tests.support.harness import REPO_ROOT
 from tests.support.postgres import pytest_collection_modifyitems
 from tests.support.postgres_install import (
     BINDIR_VARIABLE,
@@ -32,7 +34,6 @@ from tests.support.postgres_install import (
     find_postgres,
     reachable_install,
     requested_major,
-    run_as_server,
     server_can_reach,
 )
 from tests.support.unprivileged import needs_root
@@ -269,7 +270,21 @@ def test_root_runs_the_programs_as_the_account_with_no_other_group(open_dir: Pat
     assert account is not None
     script = fake_bindir(open_dir / "bin", 15, programs=("ids",)) / "ids"
     script.write_text("#!/bin/sh\nid -u; id -G; echo $HOME; pwd\n", encoding="utf-8")
-    result = run_as_server([str(script)], None, timeout=30)
+    # The caller holds a supplementary group (4, adm), which the programs must not inherit.
+    caller = (
+        "import sys; from tests.support.postgres_install import run_as_server; "
+        f"r = run_as_server([{str(script)!r}], None, timeout=30); "
+        "sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); sys.exit(r.returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", caller],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=REPO_ROOT,
+        extra_groups=[4],
+    )
     assert result.returncode == 0, result.stderr
     uid, groups, home, cwd = result.stdout.split("\n")[:4]
     assert (int(uid), groups.split(), home, cwd) == (
