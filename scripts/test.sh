@@ -61,6 +61,6 @@ scripts/install-clients.sh
 
 # Not root: the tests that only root can run (mounts, device nodes, other uids) are
 # deselected and counted on one line (tests/support/unprivileged.py); CI runs as root.
-plugins=()
-[[ $(id -u) == 0 ]] || plugins=(-p tests.support.unprivileged)
-exec uv run --locked --no-sync pytest ${plugins[@]+"${plugins[@]}"} "$@"
+unprivileged=()
+[[ $(id -u) == 0 ]] || unprivileged=(--deselect-needs-root)
+exec uv run --locked --no-sync pytest ${unprivileged[@]+"${unprivileged[@]}"} "$@"

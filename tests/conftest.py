@@ -27,7 +27,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
-pytest_plugins: list[str] = ["tests.support.postgres", "tests.support.client_examples"]
+pytest_plugins: list[str] = [
+    "tests.support.postgres",
+    "tests.support.client_examples",
+    "tests.support.unprivileged",
+]
 
 
 @pytest.fixture(autouse=True)

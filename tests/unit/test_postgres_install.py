@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import postgres_install
+from tests.support import postgres_install, unprivileged
 from tests.support.harness import REPO_ROOT
 from tests.support.postgres import pytest_collection_modifyitems
 from tests.support.postgres_install import (
@@ -324,3 +324,30 @@ def test_the_tests_only_root_can_run_are_known() -> None:
     assert needs_root(_item("tests/unit/test_fs_read.py::test_read[null_dev-ACCESS]", ()))
     assert needs_root(_item("tests/unit/test_fs_corpus.py::test_vector[PATH-085]", ()))
     assert not needs_root(_item("tests/unit/test_fs_read.py::test_read[fifo-ACCESS]", ()))
+
+
+@pytest.mark.parametrize(
+    ("euid", "given", "kept"), [(1000, True, 1), (0, True, 2), (1000, False, 2)]
+)
+def test_the_option_deselects_only_for_another_user(
+    monkeypatch: pytest.MonkeyPatch, euid: int, given: bool, kept: int
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    monkeypatch.delenv("FS_TREE_MAY_LACK", raising=False)
+    deselected: list[Any] = []
+
+    def record(items: list[Any]) -> None:
+        deselected.extend(items)
+
+    config: Any = SimpleNamespace(
+        getoption=lambda name: given,
+        stash=pytest.Stash(),
+        hook=SimpleNamespace(pytest_deselected=record),
+    )
+    items = [_item("tests/unit/test_fs_read.py::test_read[null_dev]", ()), _item("ok", ())]
+    unprivileged.pytest_configure(config)
+    unprivileged.pytest_collection_modifyitems(config, items)
+    assert [item.nodeid for item in items][-1] == "ok"
+    assert len(items) == kept
+    assert len(deselected) == 2 - kept
+    assert ("FS_TREE_MAY_LACK" in os.environ) == (kept == 1)
