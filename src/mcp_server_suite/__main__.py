@@ -18,12 +18,17 @@ from typing import Final
 from mcp_server_suite import __version__
 from mcp_server_suite.audit.sinks import AuditSink, open_sink
 from mcp_server_suite.cli import (
-    check_database_role,
     check_operations,
+    check_summary,
     describe_configuration,
     parse_arguments,
 )
-from mcp_server_suite.config import ConfigError, Settings, unknown_variables
+from mcp_server_suite.config import (
+    ConfigError,
+    Settings,
+    unknown_variable_warning,
+    unknown_variables,
+)
 from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.registry import ToolRegistry
 from mcp_server_suite.core.server import Dispatcher
@@ -67,9 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    for name in unknown_variables(os.environ):
-        logger.warning("ignoring unknown configuration variable %s", name)
-    if stop is None:  # --check-config
+    warnings = [unknown_variable_warning(name) for name in unknown_variables(os.environ)]
+    if stop is None:  # --check-config: the report says everything, on stdout.
         operations = _check_operations(settings, audit_sink)
         if operations is not None:
             print(describe_configuration(settings, registry))
@@ -77,7 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         registry.release_unloaded()
         if operations is None:
             return EXIT_CONFIG
-        return 0 if options.offline else _check_online(settings)
+        summary = check_summary(settings, offline=options.offline, warnings=warnings)
+        print("\n".join(summary.lines))
+        return EXIT_CHECK_FAILED if summary.failed else 0
+    for warning in warnings:
+        logger.warning("%s", warning)
     in_fd, out_fd = claim_stdio()
     dispatcher = Dispatcher(registry, server_version=__version__)
     framer = LineFramer()
@@ -111,14 +119,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # `--check-config` found a problem with something the configuration names.
 EXIT_CHECK_FAILED: Final = 1
-
-
-def _check_online(settings: Settings) -> int:
-    # The checks that connect: one line per problem on stdout, and a failing status.
-    problems = check_database_role(settings)
-    for line in problems:
-        print(f"problem: {line}")
-    return EXIT_CHECK_FAILED if problems else 0
 
 
 def _run_session(

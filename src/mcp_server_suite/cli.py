@@ -3,6 +3,7 @@
 import argparse
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from mcp_server_suite import SERVER_NAME, __version__
@@ -13,8 +14,9 @@ if TYPE_CHECKING:
     from mcp_server_suite.audit.sinks import AuditSink
 
 __all__ = [
-    "check_database_role",
+    "CheckSummary",
     "check_operations",
+    "check_summary",
     "describe_configuration",
     "parse_arguments",
 ]
@@ -71,7 +73,7 @@ def describe_configuration(settings: Settings, registry: ToolRegistry) -> str:
         "sandbox_fs_list": "MCP_SAFE_DATA_DIR is unset",
         "system_metrics": "MCP_METRICS_ENABLED is false",
     }
-    lines = ["configuration: valid"]
+    lines = ["configuration:"]
     for name, reason in reasons.items():
         lines.append(f"  {name}: {'enabled' if name in registry else 'disabled (' + reason + ')'}")
     lines.append(
@@ -154,22 +156,89 @@ def _valid_port(text: str) -> bool:
     return text.isascii() and text.isdigit() and 1 <= int(text) <= _MAX_PORT
 
 
-def check_database_role(settings: Settings) -> list[str]:
-    """Audit the SQL tools' database role for `--check-config`; nothing when SQL is off.
+def _count(number: int, noun: str) -> str:
+    # "1 problem", "2 problems".
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSummary:
+    """The end of `--check-config`'s report.
+
+    Attributes:
+        lines: Warnings, what was checked, one line per problem, and the verdict, last.
+        failed: Whether the check failed (a problem, or no connection): exit status 1.
+    """
+
+    lines: tuple[str, ...]
+    failed: bool
+
+
+def check_summary(settings: Settings, *, offline: bool, warnings: Sequence[str]) -> CheckSummary:
+    """Return the end of `--check-config`'s report: warnings, what was checked, the verdict.
+
+    Online, the SQL tools' database is reached once and their role audited
+    (`role_audit.audit_database`): a line says which server and role were checked, then one
+    `problem:` line per finding, each naming the object and the fix. `--offline` contacts
+    nothing, and the report says so. The verdict is the last line; warnings alone (unknown
+    variables) never fail the check.
+
+    Args:
+        settings: The validated configuration.
+        offline: `--offline` was given.
+        warnings: Lines about the environment (unknown variables), printed as `warning:`.
 
     Returns:
-        One line per problem, each naming the object and the fix.
+        The lines to print, and whether the check failed.
     """
+    lines = [f"warning: {warning}" for warning in warnings]
+    noted = f"; {_count(len(warnings), 'warning')} above" if warnings else ""
     if settings.sql_dsn is None:
-        return []
+        return CheckSummary((*lines, f"verdict: valid{noted}"), failed=False)
+    if offline:
+        return CheckSummary(
+            (
+                *lines,
+                "database: not contacted (--offline), so the SQL tools' role was not audited",
+                f"verdict: valid offline{noted}; run without --offline to audit the role",
+            ),
+            failed=False,
+        )
     from mcp_server_suite.tools.sql.role_audit import audit_database  # noqa: PLC0415
     from mcp_server_suite.tools.sql.tool import trusted_code  # noqa: PLC0415
 
-    return [
-        f"read_only_sql: {line}"
-        for line in audit_database(
-            settings.sql_dsn.get_secret_value(),
-            trusted_code(settings),
-            connect_timeout=settings.sql_connect_timeout,
+    audit = audit_database(
+        settings.sql_dsn.get_secret_value(),
+        trusted_code(settings),
+        connect_timeout=settings.sql_connect_timeout,
+    )
+    if audit.server is None:
+        return CheckSummary(
+            (
+                *lines,
+                f"database: cannot connect: {audit.error}",
+                "verdict: invalid: the SQL tools' database could not be reached or refused "
+                f"the login{noted}",
+            ),
+            failed=True,
         )
-    ]
+    found = audit.problems
+    result = _count(len(found), "problem") if found else "no problem"
+    lines.append(f"database: connected to {audit.server}; role audit: {result}")
+    lines.extend(f"problem: read_only_sql: {problem.line()}" for problem in found)
+    refusing = sum(problem.refuses for problem in found)
+    advisory = len(found) - refusing
+    if refusing:
+        remain = "remains" if refusing == 1 else "remain"
+        more = f"; {advisory} more to fix" if advisory else ""
+        verdict = (
+            "invalid: read_only_sql and sql_schema refuse every call while "
+            f"{_count(refusing, 'problem')} above {remain}{more}"
+        )
+    elif advisory:
+        verdict = (
+            f"needs attention: {_count(advisory, 'problem')} to fix (calls are served meanwhile)"
+        )
+    else:
+        verdict = "valid"
+    return CheckSummary((*lines, f"verdict: {verdict}{noted}"), failed=bool(found))

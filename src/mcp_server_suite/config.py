@@ -28,6 +28,8 @@ __all__ = [
     "ConfigError",
     "SecretStr",
     "Settings",
+    "probable_variables",
+    "unknown_variable_warning",
     "unknown_variables",
 ]
 
@@ -235,11 +237,101 @@ class Settings:
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """Return the `MCP_*` variables that are set but mean nothing to this server.
 
-    A misspelt variable would otherwise leave a control at its default without a word.
+    A misspelt variable would otherwise leave a control at its default without a word. The
+    prefix is matched in any case (`mcp_sql_dsn` is a mistake too: names are case-sensitive).
+
+    Args:
+        environ: The environment.
+
+    Returns:
+        The unknown names, sorted.
     """
     return sorted(
-        name for name in environ if name.startswith(ENV_PREFIX) and name not in KNOWN_VARIABLES
+        name
+        for name in environ
+        if name[: len(ENV_PREFIX)].upper() == ENV_PREFIX and name not in KNOWN_VARIABLES
     )
+
+
+# A misspelt name is matched to the known names within this many edits (an insertion, a
+# deletion, a substitution or two adjacent characters swapped), and within one edit per
+# `_CHARS_PER_EDIT` characters of the name, so that a short unrelated name is not matched by
+# accident: a slip of the hand is one or two edits, a different variable is many more.
+MAX_SUGGESTION_EDITS: Final = 3
+_CHARS_PER_EDIT: Final = 5
+
+
+def _edits(a: str, b: str) -> int:
+    # The optimal-string-alignment distance: Levenshtein's, with a swap of two adjacent
+    # characters counted as one edit.
+    previous: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, row = previous, row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+    return row[len(b)]
+
+
+def probable_variables(name: str) -> tuple[str, ...]:
+    """Return the known variables an unknown name was probably meant to be.
+
+    Names are compared in upper case. Closest first: a known name's words (between
+    underscores) in another order; then a known name within a few edits (the fewest win);
+    then a known name with one word more or one word less (`MCP_SQL_POOL_SIZE` for
+    `MCP_SQL_POOL_MAX_SIZE`). Several names are returned only when they are equally close.
+
+    Args:
+        name: An unknown `MCP_*` name.
+
+    Returns:
+        The closest known names, sorted; empty when none is close.
+    """
+    wanted = name.upper()
+    words = wanted.split("_")
+    scored: list[tuple[int, str]] = []
+    for known in KNOWN_VARIABLES:
+        known_words = known.split("_")
+        if sorted(known_words) == sorted(words):
+            scored.append((0, known))
+            continue
+        edits = _edits(wanted, known)
+        if edits <= min(MAX_SUGGESTION_EDITS, max(1, len(known) // _CHARS_PER_EDIT)):
+            scored.append((edits, known))
+        elif _one_word_apart(words, known_words):
+            scored.append((MAX_SUGGESTION_EDITS + 1, known))
+    if not scored:
+        return ()
+    best = min(edits for edits, _ in scored)
+    return tuple(sorted(known for edits, known in scored if edits == best))
+
+
+def _one_word_apart(words: list[str], known: list[str]) -> bool:
+    # One list is the other with one word added, both with at least two words after MCP.
+    shorter, longer = sorted((words, known), key=len)
+    if len(longer) != len(shorter) + 1 or len(shorter) < 3:
+        return False
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
+
+
+def unknown_variable_warning(name: str) -> str:
+    """Return the one line that reports an unknown variable, naming the one probably meant.
+
+    Args:
+        name: An unknown `MCP_*` name (`unknown_variables`).
+
+    Returns:
+        "ignoring unknown configuration variable X", with "; did you mean Y?" when a known
+        name is close.
+    """
+    line = f"ignoring unknown configuration variable {name}"
+    meant = probable_variables(name)
+    if meant:
+        line += "; did you mean " + " or ".join(meant) + "?"
+    return line
 
 
 KNOWN_VARIABLES: Final = frozenset(

@@ -28,7 +28,9 @@ def test_help_lists_the_tools_and_exit_status(capsys: pytest.CaptureFixture[str]
 def test_check_config_reports_tools(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--check-config"]) == 0
     out = capsys.readouterr().out
-    assert "configuration: valid" in out
+    # The verdict comes last, after everything it judges.
+    assert out.splitlines()[0] == "configuration:"
+    assert out.splitlines()[-1] == "verdict: valid"
     assert "system_metrics: enabled" in out
     assert "sandbox_fs_read: disabled (MCP_SAFE_DATA_DIR is unset)" in out
     assert "read_only_sql: disabled" in out
@@ -55,9 +57,50 @@ def test_invalid_configuration_exits_78_with_one_line(
     assert "an integer from 1 to 32" in lines[0]
 
 
-def test_unknown_variables_are_warned_about(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+def test_a_misspelt_variable_names_the_one_probably_meant(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("MCP_SAFE_DATA_DIRR", str(tmp_path))
+    monkeypatch.setenv("MCP_SAFE_DATA_DRI", str(tmp_path))
     assert main(["--check-config"]) == 0
-    assert "ignoring unknown configuration variable MCP_SAFE_DATA_DIRR" in caplog.text
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "warning: ignoring unknown configuration variable MCP_SAFE_DATA_DRI; "
+        "did you mean MCP_SAFE_DATA_DIR?"
+    ) in lines
+    assert lines[-1] == "verdict: valid; 1 warning above"
+
+
+def test_the_server_warns_about_a_misspelt_variable_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_server_suite import __main__ as entry
+
+    monkeypatch.setenv("MCP_SQL_DNS", "postgresql://x@/y")
+    # The session itself is not started: only what start-up says before it matters here.
+    monkeypatch.setattr(entry, "claim_stdio", _stop_before_the_session)
+    with pytest.raises(_Stopped):
+        main([])
+    assert (
+        "ignoring unknown configuration variable MCP_SQL_DNS; did you mean MCP_SQL_DSN?"
+        in caplog.text
+    )
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _stop_before_the_session() -> tuple[int, int]:
+    raise _Stopped
+
+
+def test_check_config_offline_says_the_database_was_not_contacted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MCP_SQL_DSN", "postgresql://reader@/app?host=/nonexistent")
+    assert main(["--check-config", "--offline"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == [
+        "database: not contacted (--offline), so the SQL tools' role was not audited",
+        "verdict: valid offline; run without --offline to audit the role",
+    ]

@@ -3,8 +3,11 @@
 import os
 import pickle
 from pathlib import Path
+from typing import Final
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from mcp_server_suite.config import (
     KNOWN_VARIABLES,
@@ -12,6 +15,8 @@ from mcp_server_suite.config import (
     ConfigError,
     SecretStr,
     Settings,
+    probable_variables,
+    unknown_variable_warning,
     unknown_variables,
 )
 
@@ -259,6 +264,57 @@ def test_unknown_variables_are_reported() -> None:
     environ = {"MCP_SAFE_DATA_DIRR": "/x", "MCP_SQL_DSN": "postgres://a@b/c", "HOME": "/root"}
     assert unknown_variables(environ) == ["MCP_SAFE_DATA_DIRR"]
     assert unknown_variables(dict.fromkeys(KNOWN_VARIABLES, "")) == []
+    # Names are case-sensitive: a lower-case one is a mistake too.
+    assert unknown_variables({"mcp_sql_dsn": "x", "Mcp_Safe_Data_Dir": "y"}) == [
+        "Mcp_Safe_Data_Dir",
+        "mcp_sql_dsn",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("MCP_SAFE_DATA_DRI", ("MCP_SAFE_DATA_DIR",)),
+        ("mcp_sql_dsn", ("MCP_SQL_DSN",)),
+        ("MCP_DATA_DIR_SAFE", ("MCP_SAFE_DATA_DIR",)),
+        ("MCP_SQL_POOL_SIZE", ("MCP_SQL_POOL_MAX_SIZE",)),
+        ("MCP_SQL_TIMEOUT", ("MCP_SQL_CONNECT_TIMEOUT", "MCP_SQL_QUERY_TIMEOUT")),
+        ("MCP_PROXY_URL", ()),
+        ("MCP_SQL", ()),
+        ("MCP_LOG", ()),
+    ],
+)
+def test_the_variable_probably_meant_is_named(name: str, meant: tuple[str, ...]) -> None:
+    assert probable_variables(name) == meant
+    warning = unknown_variable_warning(name)
+    assert warning.startswith(f"ignoring unknown configuration variable {name}")
+    assert warning.endswith("?" if meant else name)
+
+
+_NAME_CHARACTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
+
+@given(
+    known=st.sampled_from(sorted(KNOWN_VARIABLES)),
+    edit=st.sampled_from(["delete", "insert", "substitute", "swap"]),
+    where=st.integers(min_value=4, max_value=40),
+    character=st.sampled_from(_NAME_CHARACTERS),
+)
+def test_any_one_slip_of_the_hand_names_the_variable_meant(
+    known: str, edit: str, where: int, character: str
+) -> None:
+    # One edit after the prefix (a character dropped, added, changed, or two swapped), in
+    # upper or lower case, always names the variable meant, alone or among equals.
+    at = min(where, len(known) - 2)
+    typo = {
+        "delete": known[:at] + known[at + 1 :],
+        "insert": known[:at] + character + known[at:],
+        "substitute": known[:at] + character + known[at + 1 :],
+        "swap": known[:at] + known[at + 1] + known[at] + known[at + 2 :],
+    }[edit]
+    assume(typo not in KNOWN_VARIABLES)
+    assert known in probable_variables(typo)
+    assert known in probable_variables(typo.lower())
 
 
 def test_secret_str_never_shows_its_value() -> None:

@@ -433,6 +433,8 @@ class ReadOnlyDatabase:
             weakref.WeakKeyDictionary()
         )
         self._unchanged: Final[weakref.WeakSet[AsyncConnection[Any]]] = weakref.WeakSet()
+        # The role audit's advice already logged (Rule 2).
+        self._advised: Final[set[str]] = set()
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
@@ -658,13 +660,18 @@ class ReadOnlyDatabase:
         return read
 
     async def _audit(self, conn: AsyncConnection[Any]) -> list[RoleProblem]:
-        # Runs the whole audit on an idle connection and records what it found.
+        # Runs the whole audit on an idle connection and records the problems that refuse
+        # calls; advice (a connection limit below the pool's size, a view the role cannot
+        # run) goes to stderr, once per pool.
         cursor = await conn.execute(audit_sql(self._trusted))
-        found = [
-            RoleProblem(*map(str, row)) for row in await cursor.fetchall() if row[0] != "extension"
-        ]
-        self._problems[conn] = found
-        return found
+        found = [RoleProblem(*map(str, row)) for row in await cursor.fetchall()]
+        for advice in (problem.line() for problem in found if not problem.refuses):
+            if advice not in self._advised:
+                self._advised.add(advice)
+                logger.warning("read_only_sql: %s", advice)
+        refusing = [problem for problem in found if problem.refuses]
+        self._problems[conn] = refusing
+        return refusing
 
     def _with_search_hint(self, failure: ToolFailure) -> ToolFailure:
         # An unknown relation: say where unqualified names were looked for.

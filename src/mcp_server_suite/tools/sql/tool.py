@@ -86,6 +86,7 @@ def trusted_code(settings: Settings) -> "TrustedCode":
         schemas=settings.sql_schemas,
         extensions=settings.sql_trusted_extensions,
         functions=tuple(sorted(name for name in settings.sql_allowed_functions if "." in name)),
+        pool_max_size=settings.sql_pool_max_size,
     )
 
 
