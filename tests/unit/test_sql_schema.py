@@ -160,3 +160,142 @@ def test_the_caller_table_name_is_a_literal() -> None:
 def test_arguments_outside_the_contract_are_refused(arguments: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         SQLSchemaParams.model_validate_json(json.dumps(arguments))
+
+
+def _listing(server: PostgresServer, **extra: Any) -> list[SQLSchemaResult]:
+    # Every page of a listing, each asked for with the previous page's next_after.
+    settings = Settings(
+        sql_dsn=SecretStr(server.dsn(HOSTILE_READER, database=CLEAN_DATABASE)),
+        sql_trusted_extensions=("tsm_system_rows",),
+        **extra,
+    )
+
+    async def main() -> list[SQLSchemaResult]:
+        specs = build_sql_tools(settings)
+        pages: list[SQLSchemaResult] = []
+        after: str | None = None
+        try:
+            while len(pages) < 100:
+                page: SQLSchemaResult = await specs["sql_schema"].run(SQLSchemaParams(after=after))
+                pages.append(page)
+                if not page.truncated:
+                    break
+                assert page.next_after is not None
+                after = page.next_after
+            return pages
+        finally:
+            close = specs["sql_schema"].close
+            assert close is not None
+            await close()
+
+    return asyncio.run(main())
+
+
+def _create(server: PostgresServer, statements: list[str]) -> None:
+    server.psql(input_text=";\n".join(statements) + ";\n", database=CLEAN_DATABASE)
+
+
+def test_a_listing_pages_past_every_table_once_in_order(
+    hostile_server: tuple[PostgresServer, Path],
+) -> None:
+    server, _ = hostile_server
+    columns = ", ".join(f"column_{index} text" for index in range(40))
+    names = [f"page_{index:02}" for index in range(25)]
+    _create(server, [f"CREATE TABLE public.{name} ({columns})" for name in names])
+    _create(server, [f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {HOSTILE_READER}"])
+    try:
+        whole = describe(server)
+        pages = _listing(server, sql_max_result_bytes=4096)
+    finally:
+        _create(server, [f"DROP TABLE public.{name}" for name in names])
+    assert not whole.truncated
+    assert len(pages) > 3
+    assert all(page.tables for page in pages)
+    assert [page.truncated for page in pages] == [True] * (len(pages) - 1) + [False]
+    assert pages[-1].next_after is None
+    for page in pages[:-1]:
+        assert page.next_after == f"public.{page.tables[-1].name}"
+    listed = [(table.schema_name, table.name) for page in pages for table in page.tables]
+    assert listed == [(table.schema_name, table.name) for table in whole.tables]
+
+
+def test_a_table_too_large_for_an_answer_does_not_stop_the_listing(
+    hostile_server: tuple[PostgresServer, Path],
+) -> None:
+    # 1,600 columns with long comments: with them, its description is larger than an answer
+    # may be; it is listed without comments, alone, and the tables after it follow.
+    server, _ = hostile_server
+    columns = ", ".join(f"c{index} int" for index in range(1600))
+    comment = "w" * 600
+    _create(
+        server,
+        [
+            f"CREATE TABLE public.aaa_wide ({columns})",
+            "CREATE TABLE public.zzz_after (id int)",
+            f"COMMENT ON TABLE public.aaa_wide IS '{comment}'",
+            *(
+                f"COMMENT ON COLUMN public.aaa_wide.c{index} IS '{comment}'"
+                for index in range(1600)
+            ),
+            f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {HOSTILE_READER}",
+        ],
+    )
+    try:
+        pages = _listing(server, sql_max_result_bytes=262_144)
+        (alone,) = describe(server, "aaa_wide", sql_max_result_bytes=262_144).tables
+        with pytest.raises(ToolFailure) as caught:
+            describe(server, "aaa_wide", sql_max_result_bytes=4096)
+    finally:
+        _create(server, ["DROP TABLE public.aaa_wide", "DROP TABLE public.zzz_after"])
+    tables = [table for page in pages for table in page.tables]
+    names = [table.name for table in tables]
+    assert "aaa_wide" in names
+    assert names[-1] == "zzz_after"
+    wide = tables[names.index("aaa_wide")]
+    assert wide.comments_omitted is True
+    assert len(wide.columns) == 1600
+    assert wide.comment is None
+    assert all(column.comment is None for column in wide.columns)
+    assert alone.comments_omitted is True
+    assert len(alone.columns) == 1600
+    assert not any(table.comments_omitted for table in tables if table.name != "aaa_wide")
+    # Too large even without comments: the advice is the operator's, not read_only_sql's.
+    detail = caught.value.problem.detail
+    assert "MCP_SQL_MAX_RESULT_BYTES" in detail
+    assert "substr" not in detail
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"table": "orders", "after": "public.orders"}, MCPErrorCode.VALIDATION_ERROR),
+        ({"after": "orders"}, MCPErrorCode.VALIDATION_ERROR),
+        ({"after": "public."}, MCPErrorCode.VALIDATION_ERROR),
+        ({"after": "evidence.evil_log"}, MCPErrorCode.ACCESS_DENIED),
+        ({"after": "public.x\x00"}, MCPErrorCode.VALIDATION_ERROR),
+    ],
+)
+def test_after_outside_its_contract_is_refused_in_band(
+    hostile_server: tuple[PostgresServer, Path], arguments: dict[str, str], code: MCPErrorCode
+) -> None:
+    server, _ = hostile_server
+    settings = Settings(sql_dsn=SecretStr(server.dsn(HOSTILE_READER, database=CLEAN_DATABASE)))
+
+    async def main() -> None:
+        specs = build_sql_tools(settings)
+        try:
+            await specs["sql_schema"].run(SQLSchemaParams(**arguments))
+        finally:
+            close = specs["sql_schema"].close
+            assert close is not None
+            await close()
+
+    with pytest.raises(ToolFailure) as caught:
+        asyncio.run(main())
+    assert caught.value.problem.code is code
+    assert caught.value.problem.invalid_params == ("after",)
+
+
+def test_after_is_a_literal_in_the_listings_order() -> None:
+    sql = schema_sql(("public",), None, None, after=("public", "x' OR true --"))
+    assert "c.relname OPERATOR(pg_catalog.>) 'x'' OR true --'::pg_catalog.name" in sql

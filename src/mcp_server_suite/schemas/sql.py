@@ -118,6 +118,16 @@ class SQLSchemaParams(StrictModel):
             "stores them, usually lower case); omitted, every table and view is listed."
         ),
     )
+    after: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=_MAX_NAME_CHARS,
+        description=(
+            "Optional, 1 to 130 characters; default null, which lists from the first table. "
+            "Continue a listing after this table: the next_after (schema.name) of an answer "
+            "whose truncated is true. Not together with table."
+        ),
+    )
 
 
 class SQLColumn(StrictModel):
@@ -147,6 +157,13 @@ class SQLTable(StrictModel):
     name: _Name
     kind: Literal["table", "view", "materialized view", "foreign table", "partitioned table"]
     comment: _Comment | None = None
+    comments_omitted: bool = Field(
+        default=False,
+        description=(
+            "True when the comments of the table and its columns were left out: with them, "
+            "its description alone was larger than one answer may be."
+        ),
+    )
     columns: list[SQLColumn] = Field(max_length=MAX_COLUMNS)
     primary_key: list[_Name] = Field(max_length=32)
     foreign_keys: list[SQLForeignKey] = Field(max_length=256)
@@ -160,5 +177,15 @@ class SQLSchemaResult(StrictModel):
     )
     tables: list[SQLTable] = Field(max_length=MAX_SCHEMA_TABLES)
     truncated: bool = Field(
-        description="True when there were more tables than one answer lists; pass table."
+        description=(
+            "True when more tables follow than one answer lists; pass next_after as after "
+            "to list them."
+        )
+    )
+    next_after: _Name | None = Field(
+        default=None,
+        description=(
+            "When truncated is true, the value of after that continues the listing (the "
+            "last table listed, as schema.name); null when the listing is complete."
+        ),
     )
