@@ -6,8 +6,9 @@ them, on the round-2 clean database."""
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import ValidationError
@@ -23,24 +24,36 @@ from tests.support.postgres import CLEAN_DATABASE, HOSTILE_READER, PostgresServe
 pytestmark = pytest.mark.postgres
 
 
-def describe(server: PostgresServer, table: str | None = None, **extra: Any) -> SQLSchemaResult:
+T = TypeVar("T")
+Run = Callable[[SQLSchemaParams], Awaitable[Any]]
+
+
+def _with_tool(server: PostgresServer, body: Callable[[Run], Awaitable[T]], **extra: Any) -> T:
+    # Builds the tool as the reader of the clean database, runs `body` with it, closes it.
     settings = Settings(
         sql_dsn=SecretStr(server.dsn(HOSTILE_READER, database=CLEAN_DATABASE)),
         sql_trusted_extensions=("tsm_system_rows",),
         **extra,
     )
 
-    async def main() -> SQLSchemaResult:
+    async def main() -> T:
         specs = build_sql_tools(settings)
         try:
-            result: SQLSchemaResult = await specs["sql_schema"].run(SQLSchemaParams(table=table))
-            return result
+            return await body(specs["sql_schema"].run)
         finally:
             close = specs["sql_schema"].close
             assert close is not None
             await close()
 
     return asyncio.run(main())
+
+
+def describe(server: PostgresServer, table: str | None = None, **extra: Any) -> SQLSchemaResult:
+    async def body(run: Run) -> SQLSchemaResult:
+        result: SQLSchemaResult = await run(SQLSchemaParams(table=table))
+        return result
+
+    return _with_tool(server, body, **extra)
 
 
 def test_every_readable_table_and_view_is_listed(
@@ -164,31 +177,19 @@ def test_arguments_outside_the_contract_are_refused(arguments: dict[str, Any]) -
 
 def _listing(server: PostgresServer, **extra: Any) -> list[SQLSchemaResult]:
     # Every page of a listing, each asked for with the previous page's next_after.
-    settings = Settings(
-        sql_dsn=SecretStr(server.dsn(HOSTILE_READER, database=CLEAN_DATABASE)),
-        sql_trusted_extensions=("tsm_system_rows",),
-        **extra,
-    )
-
-    async def main() -> list[SQLSchemaResult]:
-        specs = build_sql_tools(settings)
+    async def body(run: Run) -> list[SQLSchemaResult]:
         pages: list[SQLSchemaResult] = []
         after: str | None = None
-        try:
-            while len(pages) < 100:
-                page: SQLSchemaResult = await specs["sql_schema"].run(SQLSchemaParams(after=after))
-                pages.append(page)
-                if not page.truncated:
-                    break
-                assert page.next_after is not None
-                after = page.next_after
-            return pages
-        finally:
-            close = specs["sql_schema"].close
-            assert close is not None
-            await close()
+        while len(pages) < 100:
+            page: SQLSchemaResult = await run(SQLSchemaParams(after=after))
+            pages.append(page)
+            if not page.truncated:
+                break
+            assert page.next_after is not None
+            after = page.next_after
+        return pages
 
-    return asyncio.run(main())
+    return _with_tool(server, body, **extra)
 
 
 def _create(server: PostgresServer, statements: list[str]) -> None:
@@ -279,19 +280,8 @@ def test_after_outside_its_contract_is_refused_in_band(
     hostile_server: tuple[PostgresServer, Path], arguments: dict[str, str], code: MCPErrorCode
 ) -> None:
     server, _ = hostile_server
-    settings = Settings(sql_dsn=SecretStr(server.dsn(HOSTILE_READER, database=CLEAN_DATABASE)))
-
-    async def main() -> None:
-        specs = build_sql_tools(settings)
-        try:
-            await specs["sql_schema"].run(SQLSchemaParams(**arguments))
-        finally:
-            close = specs["sql_schema"].close
-            assert close is not None
-            await close()
-
     with pytest.raises(ToolFailure) as caught:
-        asyncio.run(main())
+        _with_tool(server, lambda run: run(SQLSchemaParams(**arguments)))
     assert caught.value.problem.code is code
     assert caught.value.problem.invalid_params == ("after",)
 
