@@ -16,7 +16,7 @@ def test_the_audit_destination_is_described(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     assert main(["--check-config"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    assert capsys.readouterr().out.splitlines()[-2] == (
         "  audit trail: stderr, one line per tools/call, arguments as a SHA-256 digest; "
         "a failed write is reported and the call goes on"
     )
@@ -25,7 +25,7 @@ def test_the_audit_destination_is_described(
     monkeypatch.setenv("MCP_AUDIT_ARGUMENTS", "full")
     monkeypatch.setenv("MCP_AUDIT_REQUIRED", "true")
     assert main(["--check-config"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    assert capsys.readouterr().out.splitlines()[-2] == (
         f"  audit trail: {log}, one line per tools/call, arguments in full; "
         "a call that cannot be recorded is refused"
     )
@@ -34,7 +34,7 @@ def test_the_audit_destination_is_described(
     monkeypatch.setenv("MCP_AUDIT_LOG", "off")
     monkeypatch.delenv("MCP_AUDIT_REQUIRED")
     assert main(["--check-config"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "  audit trail: off (MCP_AUDIT_LOG=off)"
+    assert capsys.readouterr().out.splitlines()[-2] == "  audit trail: off (MCP_AUDIT_LOG=off)"
 
 
 def test_an_unwritable_audit_log_fails_the_check(
