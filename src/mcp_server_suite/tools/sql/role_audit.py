@@ -4,7 +4,7 @@ Name resolution (`statement.py`, the pinned `search_path`) cannot see code that 
 reaches without a name: an implicit cast on a user's type, a view or a row-level-security
 policy whose stored definition calls a function, a domain's CHECK. For all of those,
 PostgreSQL checks EXECUTE on the function for the role running the query (verified on
-PostgreSQL 15 in `tests/unit/test_sql_role_audit.py`), so a role that may execute nothing
+PostgreSQL 15 and 18 in `tests/unit/test_sql_role_audit.py`), so a role that may execute nothing
 but trusted code cannot run planted code by any of those routes. This module checks that.
 
 Rules:
