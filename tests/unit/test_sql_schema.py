@@ -289,3 +289,15 @@ def test_after_outside_its_contract_is_refused_in_band(
 def test_after_is_a_literal_in_the_listings_order() -> None:
     sql = schema_sql(("public",), None, None, after=("public", "x' OR true --"))
     assert "c.relname OPERATOR(pg_catalog.>) 'x'' OR true --'::pg_catalog.name" in sql
+
+
+def test_after_is_listed_as_a_nullable_string_with_its_bounds_in_words() -> None:
+    listed = SQLSchemaParams.model_json_schema()["properties"]["after"]
+    assert listed["type"] == ["string", "null"]
+    assert "anyOf" not in listed
+    assert (listed["minLength"], listed["maxLength"], listed["default"]) == (1, 130, None)
+    assert "1 to 130 characters" in listed["description"]
+    assert "default null" in listed["description"]
+    assert SQLSchemaParams.model_validate_json('{"after": null}').after is None
+    with pytest.raises(ValidationError):
+        SQLSchemaParams.model_validate_json('{"after": ""}')

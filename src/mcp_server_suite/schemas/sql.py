@@ -106,6 +106,19 @@ _Name = Annotated[str, Field(max_length=_MAX_NAME_CHARS)]
 _Comment = Annotated[str, Field(max_length=MAX_COMMENT_CHARS)]
 
 
+def _nullable_string(schema: dict[str, JsonValue]) -> None:
+    # Lists an optional string as `"type": ["string", "null"]`, null meaning the default: the
+    # form strict function calling accepts and that converters keep (an `anyOf` loses its
+    # description in some of them).
+    variants = schema.pop("anyOf", None)
+    if not isinstance(variants, list):
+        return
+    for variant in variants:
+        if isinstance(variant, dict) and variant.get("type") == "string":
+            schema.update({key: value for key, value in variant.items() if key != "type"})
+    schema["type"] = ["string", "null"]
+
+
 class SQLSchemaParams(StrictModel):
     """Arguments of `sql_schema`."""
 
@@ -122,6 +135,7 @@ class SQLSchemaParams(StrictModel):
         default=None,
         min_length=1,
         max_length=_MAX_NAME_CHARS,
+        json_schema_extra=_nullable_string,
         description=(
             "Optional, 1 to 130 characters; default null, which lists from the first table. "
             "Continue a listing after this table: the next_after (schema.name) of an answer "
