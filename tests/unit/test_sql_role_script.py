@@ -22,6 +22,7 @@ from typing import Final
 
 import psycopg
 import pytest
+from pydantic import JsonValue
 
 from mcp_server_suite.tools.sql.role_audit import (
     GUARD_SQLSTATE,
@@ -208,3 +209,38 @@ def test_procedures_and_trigger_functions_never_fail_the_guard(shapes: PostgresS
     with shapes.connect(READER, database=DATABASE) as conn, pytest.raises(psycopg.Error) as caught:
         run_guard(conn, SHOP)
     assert caught.value.sqlstate == GUARD_SQLSTATE
+
+
+def test_the_server_serves_through_advice_and_says_it_once_on_stderr(
+    shapes: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    from mcp_server_suite.config import SecretStr, Settings
+    from mcp_server_suite.schemas.sql import ReadOnlySQLParams
+    from mcp_server_suite.tools.sql.tool import SQLTool
+
+    _harden(shapes, "revoke_public_execute=1", "connection_limit=3")
+    settings = Settings(
+        sql_dsn=SecretStr(shapes.dsn(READER, database=DATABASE)),
+        sql_schemas=("shop",),
+        sql_pool_max_size=4,
+    )
+
+    async def main() -> list[list[JsonValue]]:
+        tool = SQLTool(settings)
+        counting = ReadOnlySQLParams(query="SELECT count(*) FROM item")
+        try:
+            results = [await tool.run(counting) for _ in range(3)]
+            return results[-1].rows
+        finally:
+            await tool.aclose()
+
+    with caplog.at_level("WARNING"):
+        assert asyncio.run(main()) == [[3]]
+    advice = [
+        record.getMessage() for record in caplog.records if "read_only_sql: " in record.getMessage()
+    ]
+    assert sorted(advice) == sorted(set(advice))
+    assert any(f"the role {READER} may open at most 3 connections" in line for line in advice)
+    assert any("the view shop.item_list calls shop.join_text(text)" in line for line in advice)
