@@ -13,7 +13,10 @@ Rules:
    else changed, inside a fixed wrapper that bounds the result: at most `max_rows + 1`
    rows, and each row's columns only while the running total of the rows' text sizes,
    computed by PostgreSQL, stays within `max_result_bytes`. Rows past the bound arrive as
-   NULLs with their size, so the server never receives more row data than the bound.
+   NULLs with their size, so the server never receives more row data than the bound. The
+   wrapper does not multiply the largest value in the backend: the query's expressions run
+   once, each row's text is measured without being copied into a text value, and a row
+   past the bound is dropped before the window's tuplestore would copy it.
 3. That text is parsed again, and its tree must equal the checked tree with the
    qualifications (and the wrapper's template around it), byte offsets aside. Anything else
    is a `PolicyDefect`: what runs is exactly what was checked.
@@ -67,18 +70,28 @@ RESULT_BYTES_COLUMN: Final = "mcp_result_bytes"
 MAX_CATALOG_RELATIONS: Final = 100_000
 
 _QUERY_MARK: Final = "SELECT 1"
-# `q` is the caller's query; `s` adds each row's text size (its composite text, which is at
-# least as long as its columns' text together), `w` the running total, and the lateral
-# join keeps a row's columns only while that total is within the bound. The row cap sits
-# below the window, so PostgreSQL stops after `max_rows + 1` rows. The whole row is named
-# `q.*` (cast to record, which keeps it a plain whole-row reference): a bare `q` would mean
-# the caller's own column when the query has one of that name.
+# `q` is the caller's query and `a` its rows, capped at `max_rows + 1` (the cap sits below
+# the window, so PostgreSQL stops there), each as one record: the whole row is named `q.*`
+# (cast to record, which keeps it a plain whole-row reference), since a bare `q` would mean
+# the caller's own column when the query has one of that name. `s` measures each record's
+# text (`record_out`'s C string, whose size less its terminating NUL is at least the row's
+# columns' text together), without the text value a cast to text would copy it into; `a` is
+# a separate plan node (it has a LIMIT, and `s` an OFFSET), so the query's expressions run
+# once and each record is formed once. A record larger than the bound is dropped (`k`)
+# before the window copies the row into its tuplestore, so no value past the bound is held
+# twice; `w` keeps the running total, and the last lateral join expands a row's columns only
+# while that total is within the bound. The backend thus holds the largest value about
+# twice (the record and its text), where a query sent bare holds it about three times (the
+# value, its text and the message): measured with `benchmarks/sql_memory.py --backend`.
 _WRAPPER: Final = (
-    "SELECT r.*, w.mcp_result_bytes FROM (SELECT s.mcp_row, pg_catalog.sum(s.mcp_row_bytes) "
+    "SELECT r.*, w.mcp_result_bytes FROM (SELECT k.mcp_row, pg_catalog.sum(s.mcp_row_bytes) "
     "OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS mcp_result_bytes FROM ("
-    "SELECT (q.*)::pg_catalog.record AS mcp_row, "
-    "pg_catalog.octet_length((q.*)::pg_catalog.text) AS mcp_row_bytes "
-    "FROM (\n{query}\n) AS q LIMIT {rows}) AS s) AS w "
+    "SELECT a.mcp_row, pg_catalog.pg_column_size(pg_catalog.record_out(a.mcp_row)) "
+    "OPERATOR(pg_catalog.-) 1 AS mcp_row_bytes FROM ("
+    "SELECT (q.*)::pg_catalog.record AS mcp_row "
+    "FROM (\n{query}\n) AS q LIMIT {rows}) AS a OFFSET 0) AS s "
+    "LEFT JOIN LATERAL (SELECT s.mcp_row) AS k "
+    "ON s.mcp_row_bytes OPERATOR(pg_catalog.<=) {budget}) AS w "
     "LEFT JOIN LATERAL (SELECT (w.mcp_row).*) AS r "
     "ON w.mcp_result_bytes OPERATOR(pg_catalog.<=) {budget}"
 )
