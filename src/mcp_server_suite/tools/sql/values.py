@@ -15,7 +15,11 @@ Rules:
    durations (`P1DT2H`); `bytea` is `\\x` followed by hex digits. Values ISO 8601 cannot
    express (`infinity`, years BC) keep PostgreSQL's spelling.
 4. Arrays of built-in types become nested JSON arrays of their elements' forms; `json` and
-   `jsonb` become the JSON they hold, refused beyond `MAX_JSON_DEPTH` levels of nesting.
+   `jsonb` become the JSON they hold, refused beyond `MAX_JSON_DEPTH` levels of nesting. A
+   `json` value may hold an escaped UTF-16 surrogate that no pair completes (`"\\ud800"`,
+   in any case of its hex digits, in a key or a value, at any depth): such a character
+   cannot be written as UTF-8 or carried by strict JSON, so it becomes U+FFFD, as bytes
+   that are not UTF-8 do in text.
 5. A result is bounded in bytes twice. PostgreSQL bounds the row text it sends
    (`statement.py`): `bound_rows` keeps the rows within `MCP_SQL_MAX_RESULT_BYTES` and refuses
    a first row past it. Then, because each value goes out twice (as `structuredContent` and
@@ -73,6 +77,14 @@ _NATIVE_TYPES: Final = frozenset(
 _FLOAT_TYPES: Final = frozenset({"float4", "float8"})
 _JSON_TYPES: Final = frozenset({"json", "jsonb"})
 _DATETIME_TYPES: Final = frozenset({"date", "time", "timetz", "timestamp", "timestamptz"})
+
+# An escape of a UTF-16 surrogate in a JSON text (`\ud800` to `\udfff`): only a text that
+# holds one can decode to a string with a surrogate that no pair completes.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+# One surrogate, as `json.loads` leaves it when no pair completes it.
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# What a lone surrogate becomes: the replacement character, as for text that is not UTF-8.
+_REPLACEMENT: Final = "\ufffd"
 
 # A JSON string (skipped whole) or one structural bracket.
 _JSON_STRUCTURE: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
@@ -288,7 +300,26 @@ def _finite_or_text(text: str) -> float | str:
 
 def _decode_json(text: str) -> Any:
     _ensure_json_depth(text)
-    return json.loads(text, parse_float=_finite_or_text)
+    value = json.loads(text, parse_float=_finite_or_text)
+    if _SURROGATE_ESCAPE.search(text):
+        # Rule 4: `json.loads` joins the pairs and leaves the lone ones.
+        return _without_lone_surrogates(value)
+    return value
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    # The decoded document with every lone surrogate replaced, in keys and values; its depth
+    # is bounded by `MAX_JSON_DEPTH`, checked before it was decoded.
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub(_REPLACEMENT, value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {
+            _LONE_SURROGATE.sub(_REPLACEMENT, key): _without_lone_surrogates(item)
+            for key, item in value.items()
+        }
+    return value
 
 
 def _ensure_json_depth(text: str) -> None:
