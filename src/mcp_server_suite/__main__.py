@@ -86,6 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CHECK_FAILED if summary.failed else 0
     for warning in warnings:
         logger.warning("%s", warning)
+    if settings.sql_dsn is not None:
+        # One line on stderr for a DSN every call would fail on, found in the background.
+        from mcp_server_suite.tools.sql.deployment import (  # noqa: PLC0415  # SQL only.
+            announce_deployment_problems,
+        )
+
+        announce_deployment_problems(settings)
     in_fd, out_fd = claim_stdio()
     dispatcher = Dispatcher(registry, server_version=__version__)
     framer = LineFramer()

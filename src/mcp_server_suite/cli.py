@@ -204,9 +204,29 @@ def check_summary(settings: Settings, *, offline: bool, warnings: Sequence[str])
             ),
             failed=False,
         )
+    from mcp_server_suite.tools.sql.deployment import (  # noqa: PLC0415
+        SUPERUSER_LINE,
+        deployment_problems,
+    )
     from mcp_server_suite.tools.sql.role_audit import audit_database  # noqa: PLC0415
     from mcp_server_suite.tools.sql.tool import trusted_code  # noqa: PLC0415
 
+    # A connection that cannot be made, or a transaction pooler, fails every call whatever
+    # the role may do; the role audit reports a superuser itself.
+    deployment, connected = deployment_problems(
+        settings.sql_dsn.get_secret_value(), connect_timeout=settings.sql_connect_timeout
+    )
+    if not connected:
+        return CheckSummary(
+            (
+                *lines,
+                f"database: cannot connect: {deployment[0]}",
+                "verdict: invalid: the SQL tools' database could not be reached or refused "
+                f"the login{noted}",
+            ),
+            failed=True,
+        )
+    pooling = [line for line in deployment if line != SUPERUSER_LINE]
     audit = audit_database(
         settings.sql_dsn.get_secret_value(),
         trusted_code(settings),
@@ -225,9 +245,10 @@ def check_summary(settings: Settings, *, offline: bool, warnings: Sequence[str])
     found = audit.problems
     result = _count(len(found), "problem") if found else "no problem"
     lines.append(f"database: connected to {audit.server}; role audit: {result}")
+    lines.extend(f"problem: read_only_sql: {line}" for line in pooling)
     lines.extend(f"problem: read_only_sql: {problem.line()}" for problem in found)
-    refusing = sum(problem.refuses for problem in found)
-    advisory = len(found) - refusing
+    refusing = len(pooling) + sum(problem.refuses for problem in found)
+    advisory = len(found) + len(pooling) - refusing
     if refusing:
         remain = "remains" if refusing == 1 else "remain"
         more = f"; {advisory} more to fix" if advisory else ""
@@ -241,4 +262,4 @@ def check_summary(settings: Settings, *, offline: bool, warnings: Sequence[str])
         )
     else:
         verdict = "valid"
-    return CheckSummary((*lines, f"verdict: {verdict}{noted}"), failed=bool(found))
+    return CheckSummary((*lines, f"verdict: {verdict}{noted}"), failed=bool(found or pooling))

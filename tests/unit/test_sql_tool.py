@@ -705,10 +705,10 @@ def test_values_are_normalised_to_json(postgres_server: PostgresServer) -> None:
 def test_a_first_row_larger_than_the_byte_bound_is_refused(postgres_server: PostgresServer) -> None:
     failure = query_failure(
         reader_settings(postgres_server, sql_max_result_bytes=65_536),
-        "SELECT string_agg(md5(g::text), '') FROM generate_series(1, 200000) AS g",
+        "SELECT string_agg(md5(g::text), '') FROM generate_series(1, 20000) AS g",
     )
     assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
-    assert failure.problem.metadata == {"row_bytes": 6_400_002, "max_result_bytes": 65_536}
+    assert failure.problem.metadata == {"row_bytes": 640_002, "max_result_bytes": 65_536}
     assert "65536 bytes MCP_SQL_MAX_RESULT_BYTES allows" in failure.problem.detail
 
 
@@ -908,50 +908,66 @@ def test_sessions_are_pinned_whatever_the_role_defaults(postgres_server: Postgre
 
 
 @pytest.mark.postgres
-def test_a_superuser_dsn_is_refused(
+def test_a_superuser_dsn_is_refused_in_band(
     postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from mcp_server_suite.tools.sql.session import DatabaseUnavailable
-
     settings = reader_settings(
-        postgres_server, sql_dsn=SecretStr(postgres_server.superuser_dsn), sql_connect_timeout=1.0
+        postgres_server, sql_dsn=SecretStr(postgres_server.superuser_dsn), sql_connect_timeout=5.0
     )
-    with (
-        caplog.at_level(logging.WARNING, logger="psycopg.pool"),
-        pytest.raises(DatabaseUnavailable),
-    ):
-        query(settings, "SELECT 1")
-    assert "refusing to run queries as a superuser" in caplog.text
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        failure = query_failure(settings, "SELECT 1")
+    # Told at once, not when the connect timeout ends.
+    assert time.monotonic() - started < 4
+    assert failure.problem.code is MCPErrorCode.INTERNAL_ERROR
+    assert failure.problem.detail.startswith("MCP_SQL_DSN connects as a superuser")
+    assert failure.problem.metadata["cause"] == "configuration"
+    assert "read_only_sql: MCP_SQL_DSN connects as a superuser" in caplog.text
 
 
 @pytest.mark.postgres
-def test_an_unreachable_database_is_an_internal_error(postgres_server: PostgresServer) -> None:
-    from mcp_server_suite.tools.sql.session import DatabaseUnavailable
-
+def test_an_unreachable_database_is_an_in_band_problem(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
     dsn = f"postgresql://mcp_reader@/app?host={postgres_server.socket_dir}-missing"
     settings = reader_settings(postgres_server, sql_dsn=SecretStr(dsn), sql_connect_timeout=0.5)
-    with pytest.raises(DatabaseUnavailable) as caught:
-        query(settings, "SELECT 1")
-    assert "no database connection" in str(caught.value)
+    with caplog.at_level(logging.WARNING):
+        failure = query_failure(settings, "SELECT 1")
+    assert failure.problem.detail.startswith("PostgreSQL could not be reached")
+    assert failure.problem.metadata == {"cause": "connection", "retryable": True}
+    # The socket's path reaches stderr, for the operator, and never the caller.
+    assert str(postgres_server.socket_dir) not in failure.problem.detail
+    assert f"{postgres_server.socket_dir}-missing" in caplog.text
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("database", "sqlstate"), [("nosuchdb", "3D000"), ("app", "28P01")])
+def test_a_refused_login_is_an_in_band_problem(
+    postgres_server: PostgresServer, database: str, sqlstate: str
+) -> None:
+    dsn = postgres_server.dsn(PASSWORD_ROLE, password="wrong", database=database)  # noqa: S106  # Wrong on purpose.
+    if database != "app":
+        dsn = postgres_server.dsn(database=database)
+    failure = query_failure(reader_settings(postgres_server, sql_dsn=SecretStr(dsn)), "SELECT 1")
+    assert failure.problem.metadata == {"sqlstate": sqlstate, "cause": "configuration"}
+    assert "MCP_SQL_DSN" in failure.problem.detail
 
 
 @pytest.mark.postgres
 def test_the_dsn_password_never_reaches_errors_or_logs(
     postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from mcp_server_suite.tools.sql.session import DatabaseUnavailable
-
     secret = "Zq9-secret-" + uuid.uuid4().hex
     wrong = postgres_server.dsn(PASSWORD_ROLE, password=secret)
     with caplog.at_level(logging.DEBUG):
-        with pytest.raises(DatabaseUnavailable) as caught:
+        with pytest.raises(ToolFailure) as caught:
             query(
                 reader_settings(postgres_server, sql_dsn=SecretStr(wrong), sql_connect_timeout=1.0),
                 "SELECT 1",
             )
         # A DSN libpq cannot parse: its error would quote the password, so it is dropped.
         malformed = f"postgresql://{PASSWORD_ROLE}:{secret}%zz@/app?host=/nowhere"
-        with pytest.raises(DatabaseUnavailable) as malformed_caught:
+        with pytest.raises(ToolFailure) as malformed_caught:
             query(reader_settings(postgres_server, sql_dsn=SecretStr(malformed)), "SELECT 1")
     # Nothing of libpq's parse error is kept, not even as the context.
     assert malformed_caught.value.__cause__ is None
@@ -1144,9 +1160,9 @@ def test_recovery_closes_a_connection_it_cannot_roll_back(postgres_server: Postg
 
 
 @pytest.mark.postgres
-def test_a_server_failure_mid_query_is_an_internal_error(postgres_server: PostgresServer) -> None:
-    from mcp_server_suite.tools.sql.session import DatabaseUnavailable
-
+def test_a_session_ended_mid_query_is_an_in_band_problem(
+    postgres_server: PostgresServer,
+) -> None:
     application = f"mcp-kill-{uuid.uuid4().hex[:8]}"
     settings = reader_settings(
         postgres_server, sql_query_timeout=30.0, sql_application_name=application
@@ -1164,30 +1180,35 @@ def test_a_server_failure_mid_query_is_an_internal_error(postgres_server: Postgr
                 "WHERE application_name = %s AND state = 'active'",
                 [application],
             )
-        with pytest.raises(DatabaseUnavailable) as caught:
+        with pytest.raises(ToolFailure) as caught:
             await task
-        assert "SQLSTATE" in str(caught.value)
+        # The query had run: it is not sent again, and the caller is told it may retry.
+        metadata = dict(caught.value.problem.metadata)
+        # libpq reports the end of the connection, or PostgreSQL's 57P01 first.
+        assert metadata.pop("sqlstate", "57P01") == "57P01"
+        assert metadata == {"cause": "connection", "retryable": True}
 
     run_with_tool(settings, body)
 
 
 def test_translation_table_withholds_host_paths() -> None:
-    from mcp_server_suite.tools.sql.session import (
-        DatabaseUnavailable,
-        _echoable,
-        translate_database_error,
-    )
+    from mcp_server_suite.tools.sql.conditions import echoable
+    from mcp_server_suite.tools.sql.session import DatabaseUnavailable, translate_database_error
 
-    assert _echoable('could not open file "/etc/passwd" for reading') == "(message withheld)"
-    assert _echoable("could not stat file /var/lib/x") == "(message withheld)"
-    assert _echoable(None) == "(message withheld)"
-    assert _echoable("operator does not exist: integer / text") == (
+    assert echoable('could not open file "/etc/passwd" for reading') == "(message withheld)"
+    assert echoable("could not stat file /var/lib/x") == "(message withheld)"
+    assert echoable(None) == "(message withheld)"
+    assert echoable("operator does not exist: integer / text") == (
         "'operator does not exist: integer / text'"
     )
-    assert _echoable('invalid input syntax for type date: "2020/01/02"').startswith("'invalid")
-    unknown = translate_database_error(psycopg.OperationalError("server closed"), 1000)
-    assert isinstance(unknown, DatabaseUnavailable)
-    assert "SQLSTATE none" in str(unknown)
+    assert echoable('invalid input syntax for type date: "2020/01/02"').startswith("'invalid")
+    # A connection libpq lost is the connection's condition, told in-band; only a misuse of
+    # psycopg by this server is an internal error.
+    lost = translate_database_error(psycopg.OperationalError("server closed"), 1000)
+    assert isinstance(lost, ToolFailure)
+    assert lost.problem.metadata == {"cause": "connection", "retryable": True}
+    misuse = translate_database_error(psycopg.ProgrammingError("misuse"), 1000)
+    assert isinstance(misuse, DatabaseUnavailable)
     lock = translate_database_error(psycopg.errors.LockNotAvailable(), 1000)
     assert isinstance(lock, ToolFailure)
     assert lock.problem.code is MCPErrorCode.EXECUTION_TIMEOUT
@@ -1217,10 +1238,12 @@ def test_read_back_must_be_one_complete_row() -> None:
         "",
     )
     pins.ensure_read_back(good)
+    # A superuser is the configuration's condition, refused in-band.
+    with pytest.raises(ToolFailure, match="superuser"):
+        pins.ensure_read_back((*good[:7], "on", *good[8:]))
     for bad in (
         (*good[:2], "pg_catalog, public", *good[3:]),
         (*good[:2], "pg_temp, pg_catalog, ext", *good[3:]),
-        (*good[:7], "on", *good[8:]),
         (*good[:8], "0", *good[9:]),
         (*good[:9], "2s", *good[10:]),
         (*good[:10], "0", *good[11:]),
@@ -1523,10 +1546,10 @@ def test_a_read_back_that_fails_after_the_query_closes_the_connection(
 
 
 @pytest.mark.postgres
-def test_an_error_outside_the_table_is_internal_and_the_session_stays_usable(
+def test_an_error_of_any_class_is_in_band_and_the_session_stays_usable(
     postgres_server: PostgresServer,
 ) -> None:
-    from mcp_server_suite.tools.sql.session import DatabaseUnavailable, fetch_read_only
+    from mcp_server_suite.tools.sql.session import fetch_read_only
     from mcp_server_suite.tools.sql.values import make_adapters
 
     async def body() -> None:
@@ -1534,8 +1557,8 @@ def test_an_error_outside_the_table_is_internal_and_the_session_stays_usable(
             postgres_server.superuser_dsn, autocommit=True, context=make_adapters()
         )
         try:
-            # 55000 (object_not_in_prerequisite_state) is no fault of the query's text.
-            with pytest.raises(DatabaseUnavailable, match="SQLSTATE 55000") as caught:
+            # 55000 (object_not_in_prerequisite_state), a class the old table left out.
+            with pytest.raises(ToolFailure, match="SQLSTATE 55000") as caught:
                 await fetch_read_only(
                     conn,
                     "SELECT currval('s')",
@@ -1632,6 +1655,7 @@ def test_the_pipeline_sends_every_statement_then_one_sync() -> None:
         _pipeline(
             conn,  # type: ignore[arg-type]  # A stand-in.
             [b"A", _Prepared(b"guard", (b"1:1:",)), _Prepared(b"read_back")],
+            [],
         ),
         [Ready.R, None, Ready.NONE, Ready.R],
     )
@@ -1657,7 +1681,7 @@ def test_a_pipeline_out_of_step_is_an_internal_error(results: list[Any]) -> None
 
     conn = _ScriptedConnection(flushes=[], busy=[], results=results)
     with pytest.raises(DatabaseUnavailable, match="did not match"):
-        _drive(_pipeline(conn, [b"A"]), [])  # type: ignore[arg-type]  # A stand-in.
+        _drive(_pipeline(conn, [b"A"], []), [])  # type: ignore[arg-type]  # A stand-in.
     # The connection stays in pipeline mode, which `_recover()` answers by closing it.
     assert conn.in_pipeline
 

@@ -46,9 +46,19 @@ Rules:
    Any other connection is rolled back and then cleared and read back before it goes back
    to the pool. One whose state cannot be established is closed. Cancellation cancels the
    query on the server too.
-7. PostgreSQL errors caused by the query become in-band problems by SQLSTATE
-   (`SQLSTATE_CODES`, `SQLSTATE_CLASSES`); every other failure is `DatabaseUnavailable`, an
-   internal error whose text reaches stderr only. No message carries the DSN.
+7. Every error PostgreSQL reports, and every connection libpq cannot make or loses, becomes
+   an in-band problem (`conditions.py`): the query's, the database's, the connection's or
+   the operator's configuration's, with what to do. A superuser role is refused in-band,
+   and so is a server session that a pooler shares between clients (a transaction or
+   statement pooler): a new connection that finds the session's own prepared statements
+   made already, or the backend of another open connection, or a call that finds them
+   gone. `DatabaseUnavailable`, an internal error whose text reaches stderr only, is left
+   for what only a fault of this server causes. No message carries the DSN.
+8. A pooled connection whose session PostgreSQL ended while it was idle (a restart, an
+   `idle_session_timeout`, `pg_terminate_backend`) is found before it is used: an idle
+   session has nothing to read, and PostgreSQL writes its error to such a session before
+   closing it (or just closes it). It is discarded and another taken, without a round trip
+   and without sending the call: a call that may have run is never sent again.
 """
 
 import asyncio
@@ -56,6 +66,7 @@ import contextlib
 import logging
 import math
 import re
+import select
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -69,14 +80,21 @@ from psycopg.abc import Transformer as RowLoader
 from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import error_from_result
-from psycopg.pq import DiagnosticField, ExecStatus, PipelineStatus, TransactionStatus
+from psycopg.pq import ConnStatus, DiagnosticField, ExecStatus, PipelineStatus, TransactionStatus
 from psycopg.pq.abc import PGconn, PGresult
 from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.tools.sql.conditions import (
+    condition_failure,
+    connection_failed,
+    connection_lost,
+    invalid_dsn_failure,
+    shared_session_failure,
+    superuser_failure,
+)
 from mcp_server_suite.tools.sql.policy import ensure_read_alike
 from mcp_server_suite.tools.sql.role_audit import (
     GUARD_SQLSTATE,
@@ -101,8 +119,6 @@ __all__ = [
     "IDLE_IN_TRANSACTION_TIMEOUT_MS",
     "LOCK_TIMEOUT_MS",
     "READ_BACK_NAME",
-    "SQLSTATE_CLASSES",
-    "SQLSTATE_CODES",
     "UNCHANGED_GUARD_NAME",
     "DatabaseUnavailable",
     "FetchedRows",
@@ -142,28 +158,6 @@ MIN_CONNECT_TIMEOUT_S: Final = 2
 # (psycopg_pool's defaults, stated here so a change is a decision).
 MAX_CONNECTION_LIFETIME_S: Final = 3600.0
 MAX_CONNECTION_IDLE_S: Final = 600.0
-# PostgreSQL messages echoed in problems are cut here: one line a model can read.
-MAX_ECHOED_MESSAGE_CHARS: Final = 300
-
-# SQLSTATEs caused by the query, mapped in-band. Exact codes win over classes.
-SQLSTATE_CODES: Final = {
-    "57014": MCPErrorCode.EXECUTION_TIMEOUT,  # query_canceled: statement_timeout
-    "55P03": MCPErrorCode.EXECUTION_TIMEOUT,  # lock_not_available: lock_timeout
-    "25006": MCPErrorCode.QUERY_VIOLATION,  # read_only_sql_transaction
-    "42501": MCPErrorCode.ACCESS_DENIED,  # insufficient_privilege
-    "53400": MCPErrorCode.VALIDATION_ERROR,  # configuration_limit_exceeded: temp_file_limit
-}
-SQLSTATE_CLASSES: Final = {
-    "21": MCPErrorCode.VALIDATION_ERROR,  # cardinality violation
-    "22": MCPErrorCode.VALIDATION_ERROR,  # data exception
-    "42": MCPErrorCode.VALIDATION_ERROR,  # syntax error or access rule violation
-    "0A": MCPErrorCode.VALIDATION_ERROR,  # feature not supported
-    "54": MCPErrorCode.VALIDATION_ERROR,  # program limit exceeded
-}
-
-# An absolute path in a server message (file errors name them); such messages are not echoed.
-_HOST_PATH: Final = re.compile(r"(?:^|[\s\"'(=:])/[\w.-]")
-
 _REPORTED_PINS: Final = (
     (b"standard_conforming_strings", b"on"),
     (b"client_encoding", b"UTF8"),
@@ -311,7 +305,8 @@ class SessionPins:
         """Check the row `read_back()` returned.
 
         Raises:
-            DatabaseUnavailable: A setting differs from its pin, or the role is a superuser.
+            ToolFailure: The role is a superuser (in-band, Rule 7).
+            DatabaseUnavailable: A setting differs from its pin.
         """
         if row is None or len(row) != _READ_BACK_COLUMNS:
             raise DatabaseUnavailable("the session's settings could not be read back")
@@ -321,10 +316,7 @@ class SessionPins:
         if row[12] != 0:
             raise DatabaseUnavailable("the session holds a cursor or a listener")
         if superuser != "off":
-            raise DatabaseUnavailable(
-                "refusing to run queries as a superuser: connect as a least-privilege role "
-                "(scripts/least-privilege-role.sql)"
-            )
+            raise superuser_failure()
         path_items = tuple(item.strip().strip('"') for item in str(path).split(","))
         if (scs, encoding, read_only, date_style, interval_style, bytea, *row[8:11]) != (
             "on",
@@ -385,7 +377,7 @@ class ReadOnlyDatabase:
         pool_max_size: The most connections.
 
     Raises:
-        DatabaseUnavailable: The DSN is not a valid connection string.
+        ToolFailure: The DSN is not a valid connection string (in-band: the configuration's).
     """
 
     def __init__(
@@ -408,7 +400,7 @@ class ReadOnlyDatabase:
         except psycopg.Error:
             parsed = False
         if not parsed:
-            raise DatabaseUnavailable("MCP_SQL_DSN is not a valid connection string")
+            raise invalid_dsn_failure()
         self._trusted: Final = trusted
         self._statement_timeout_ms: Final = statement_timeout_ms
         # Known once the first connection has read where the trusted extensions live.
@@ -435,6 +427,12 @@ class ReadOnlyDatabase:
         self._unchanged: Final[weakref.WeakSet[AsyncConnection[Any]]] = weakref.WeakSet()
         # The role audit's advice already logged (Rule 2).
         self._advised: Final[set[str]] = set()
+        # The backend process of each connection (Rule 7), and how the last attempt to make a
+        # connection failed (None after one succeeded).
+        self._backends: Final[weakref.WeakKeyDictionary[AsyncConnection[Any], int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._setup_failure: BaseException | None = None
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
@@ -450,6 +448,7 @@ class ReadOnlyDatabase:
             min_size=1,
             max_size=pool_max_size,
             open=False,
+            connection_class=_recording_connection(self._setup_failed),
             configure=self._configure,
             # No reset callback: psycopg_pool would run it in a worker task after every
             # return, so a connection came back one task switch late, and a call that
@@ -470,6 +469,26 @@ class ReadOnlyDatabase:
         await self._pool.close()
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        # psycopg_pool logs what this raises and tries again later; a call waiting for a
+        # connection meanwhile is told why none came (`_connection`).
+        try:
+            await self._set_up(conn)
+        except (psycopg.Error, ToolFailure, DatabaseUnavailable) as exc:
+            self._setup_failed(exc)
+            raise
+        self._setup_failed(None)
+
+    def _setup_failed(self, failure: BaseException | None) -> None:
+        # Records how the last attempt to make a connection ended: None when it succeeded.
+        self._setup_failure = failure
+
+    async def _set_up(self, conn: AsyncConnection[Any]) -> None:
+        # Rule 7: a backend that another open connection of the pool uses is a pooler's.
+        backend = await _backend_pid(conn)
+        for other, pid in list(self._backends.items()):
+            if pid == backend and not _closed_by_server(other):
+                raise shared_session_failure()
+        self._backends[conn] = backend
         if self._pins is None:
             extensions = list(self._trusted.extensions)
             cursor = await conn.execute(_EXTENSION_SCHEMAS, (extensions, extensions))
@@ -499,20 +518,7 @@ class ReadOnlyDatabase:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         # A pooled connection, reset (or closed) before it goes back to the pool.
-        try:
-            conn = await self._pool.getconn(timeout=self._connect_timeout)
-        except PoolTimeout:
-            if self._holding:
-                # Other calls hold connections: the pool is busy, not broken.
-                raise ToolFailure(
-                    f"All {self._max_size} database connections stayed busy for "
-                    f"{self._connect_timeout:g} s; retry later.",
-                    code=MCPErrorCode.INTERNAL_ERROR,
-                    metadata={"retryable": True},
-                ) from None
-            raise DatabaseUnavailable(
-                f"no database connection could be made within {self._connect_timeout:g} s"
-            ) from None
+        conn = await self._live_connection()
         self._holding += 1
         try:
             yield conn
@@ -520,7 +526,7 @@ class ReadOnlyDatabase:
             self._holding -= 1
             try:
                 await self._reset(conn)
-            except (psycopg.Error, DatabaseUnavailable) as exc:
+            except (psycopg.Error, DatabaseUnavailable, ToolFailure) as exc:
                 # A session whose state cannot be established is never used again; the
                 # call's own outcome, if it failed, is what goes on. (Neither error's text
                 # carries the DSN.)
@@ -532,6 +538,39 @@ class ReadOnlyDatabase:
                 raise
             finally:
                 await self._pool.putconn(conn)
+
+    async def _live_connection(self) -> AsyncConnection[Any]:
+        # A pooled connection whose session PostgreSQL has not ended (Rule 8), within the
+        # connect timeout. While none is ready and the last attempt to make one failed, the
+        # call is told why at once rather than when the timeout ends.
+        deadline = time.monotonic() + self._connect_timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                conn = await self._pool.getconn(timeout=max(0.0, min(remaining, _WAIT_SLICE_S)))
+            except PoolTimeout:
+                failure = self._setup_failure
+                if failure is not None:
+                    raise _setup_failure(failure) from None
+                if time.monotonic() < deadline:
+                    continue
+                if self._holding:
+                    # Other calls hold connections: the pool is busy, not broken.
+                    raise ToolFailure(
+                        f"All {self._max_size} database connections stayed busy for "
+                        f"{self._connect_timeout:g} s; retry later.",
+                        code=MCPErrorCode.INTERNAL_ERROR,
+                        metadata={"retryable": True},
+                    ) from None
+                raise connection_failed(
+                    f"no connection was made within {self._connect_timeout:g} s", None
+                ) from None
+            if not _closed_by_server(conn):
+                return conn
+            # PostgreSQL ended the idle session: nothing was sent on it, so nothing ran.
+            logger.info("discarding a pooled connection whose session PostgreSQL ended")
+            await conn.close()
+            await self._pool.putconn(conn)
 
     def _set_up_pins(self) -> SessionPins:
         # The pins, known once a first connection has been set up (every connection the pool
@@ -581,8 +620,24 @@ class ReadOnlyDatabase:
         return await self._with_connection(lambda conn: self._run_on(conn, statement))
 
     async def _with_connection(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        try:
+            return await self._on_one_connection(body)
+        except _NotRun:
+            # Rule 8: the session ended before the call's first statement ran (PostgreSQL
+            # ended it as the call was sent); the call is made once more, on another.
+            logger.info("a database session ended before the call reached it; sending it again")
+        try:
+            return await self._on_one_connection(body)
+        except _NotRun as exc:
+            raise connection_lost(str(exc)) from exc
+
+    async def _on_one_connection(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         async with self._connection() as conn:
-            return await body(conn)
+            try:
+                return await body(conn)
+            except psycopg.Error as exc:
+                # The statements run outside the call's round trip (the catalog, an audit).
+                raise translate_database_error(exc, self._statement_timeout_ms) from exc
 
     async def _run_on(
         self, conn: AsyncConnection[Any], statement: ExecutableStatement
@@ -725,6 +780,70 @@ async def _read_catalog(
     return [(str(schema), str(name)) for schema, name in await cursor.fetchall()]
 
 
+# A call waiting for a connection looks this often at how the pool's last attempt to make
+# one ended: a refused login is reported within a tenth of a second, not at the timeout.
+_WAIT_SLICE_S: Final = 0.1
+
+
+def _closed_by_server(conn: AsyncConnection[Any]) -> bool:
+    # Rule 8: an idle session has nothing to read. PostgreSQL writes its FATAL error before it
+    # ends a session (a shutdown, idle_session_timeout, pg_terminate_backend), or the socket
+    # reaches its end (an immediate shutdown, a crash): either makes the socket readable. One
+    # poll, without waiting; nothing is read, so a live session is left as it was.
+    if conn.closed or conn.pgconn.status != ConnStatus.OK:
+        return True
+    try:
+        socket = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return True
+    poller = select.poll()
+    poller.register(socket, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
+async def _backend_pid(conn: AsyncConnection[Any]) -> int:
+    # The server process of the session, as PostgreSQL itself says (a pooler makes up the
+    # key data libpq keeps).
+    cursor = await conn.execute("SELECT pg_catalog.pg_backend_pid()")
+    row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _setup_failure(failure: BaseException) -> Exception:
+    # What a call is told when no connection could be made.
+    if isinstance(failure, ToolFailure):
+        return failure
+    if isinstance(failure, psycopg.Error):
+        if failure.sqlstate:
+            return connection_failed(failure.diag.message_primary or str(failure), failure.sqlstate)
+        return connection_failed(str(failure), None)
+    return failure if isinstance(failure, Exception) else DatabaseUnavailable(str(failure))
+
+
+def _recording_connection(
+    record: Callable[[BaseException | None], None],
+) -> type[AsyncConnection[Any]]:
+    # The pool's connection class: a failed connect is recorded before psycopg_pool logs it
+    # and tries again, so that a waiting call can say why (a refused login, a server down).
+
+    class _RecordingConnection(AsyncConnection[Any]):
+        @classmethod
+        async def connect(cls, conninfo: str = "", **kwargs: Any) -> "_RecordingConnection":
+            try:
+                return await super().connect(conninfo, **kwargs)
+            except psycopg.Error as exc:
+                record(exc)
+                raise
+
+    return _RecordingConnection
+
+
+class _NotRun(Exception):  # A signal between two layers, never shown.
+    # The session ended before the first statement of the call's round trip completed:
+    # nothing of the call ran, and it may be sent again on another connection (Rule 8).
+    pass
+
+
 class _GuardFailed:
     # The read's guard failed: the role could run code nobody trusted or, for the guard's
     # short form, the cluster's snapshot moved (Rule 4).
@@ -840,6 +959,7 @@ async def _read_in_one_round_trip(
         (*lead, _BEGIN, before, statement.sql.encode(encoding), *ending),
         client_timeout=client_timeout,
         statement_timeout_ms=statement_timeout_ms,
+        resend_safe=True,
     )
     transformer = Transformer(conn)
     try:
@@ -851,7 +971,7 @@ async def _read_in_one_round_trip(
             if pins is not None:
                 read_back = _load_rows(transformer, ended[-1])
                 pins.ensure_read_back(read_back[0] if read_back else None)
-    except DatabaseUnavailable:
+    except (DatabaseUnavailable, ToolFailure):
         # The transaction may not have ended, or the session holds what it must not: the
         # connection is never used again.
         await conn.close()
@@ -900,7 +1020,7 @@ async def _end_aborted(
         if pins is not None:
             read_back = _load_rows(Transformer(conn), results[-1])
             pins.ensure_read_back(read_back[0] if read_back else None)
-    except DatabaseUnavailable:
+    except (DatabaseUnavailable, ToolFailure):
         await conn.close()
         raise
 
@@ -911,21 +1031,31 @@ async def _round_trip(
     *,
     client_timeout: float,
     statement_timeout_ms: int,
+    resend_safe: bool = False,
 ) -> list[PGresult]:
     # One pipeline on the connection, within the client's own timeout; on any failure the
-    # connection is recovered (rolled back or closed) before the error goes on.
+    # connection is recovered (rolled back or closed) before the error goes on. Given
+    # `resend_safe` (the pipeline holds the call's statement after its BEGIN), a session that
+    # ended before its first statement completed raises `_NotRun` (Rule 8): PostgreSQL
+    # answers in order, so nothing of the call ran.
+    received: list[PGresult] = []
     try:
         async with asyncio.timeout(client_timeout), conn.lock:
-            return await conn.wait(_pipeline(conn.pgconn, statements))
+            return await conn.wait(_pipeline(conn.pgconn, statements, received))
+    except (psycopg.Error, DatabaseUnavailable) as exc:
+        ended = conn.pgconn.status == ConnStatus.BAD
+        await _recover(conn)
+        if resend_safe and ended and not any(r.status in _COMPLETED for r in received):
+            raise _NotRun(str(exc)) from exc
+        if isinstance(exc, DatabaseUnavailable):
+            raise
+        raise translate_database_error(exc, statement_timeout_ms) from exc
     except TimeoutError:
         await _recover(conn)
         raise DeadlineExceeded(
             f"The query did not finish within {client_timeout:g} s and was cancelled.",
             metadata={"timeout_seconds": client_timeout},
         ) from None
-    except psycopg.Error as exc:
-        await _recover(conn)
-        raise translate_database_error(exc, statement_timeout_ms) from exc
     except BaseException:
         await _recover(conn)
         raise
@@ -986,15 +1116,31 @@ def _load_rows(transformer: RowLoader, result: PGresult) -> list[list[Any]]:
 
 
 def _ensure_completed(results: Sequence[PGresult]) -> None:
-    # Raises DatabaseUnavailable unless every statement that ends a transaction ran.
+    # Raises unless every statement that ends a transaction ran: the error PostgreSQL
+    # reported, in-band (the read-back's prepared statement gone is a pooler's doing), or
+    # DatabaseUnavailable.
     for result in results:
+        sqlstate = (
+            result.error_field(DiagnosticField.SQLSTATE)
+            if result.status == ExecStatus.FATAL_ERROR
+            else None
+        )
+        if sqlstate:
+            message = result.error_field(DiagnosticField.MESSAGE_PRIMARY)
+            raise condition_failure(
+                sqlstate.decode("ascii", "replace"),
+                message.decode("utf-8", "replace") if message else None,
+                statement_timeout_ms=0,
+            )
         if result.status not in _COMPLETED:
             raise DatabaseUnavailable(
                 f"the session cleanup failed ({ExecStatus(result.status).name})"
             )
 
 
-def _pipeline(pgconn: PGconn, statements: Sequence["bytes | _Prepared"]) -> PQGen[list[PGresult]]:
+def _pipeline(
+    pgconn: PGconn, statements: Sequence["bytes | _Prepared"], received: list[PGresult]
+) -> PQGen[list[PGresult]]:
     """Send the statements in pipeline mode, ended by one Sync, and collect their results.
 
     Hazardous: this drives libpq directly, under the connection's lock, through
@@ -1006,6 +1152,8 @@ def _pipeline(pgconn: PGconn, statements: Sequence["bytes | _Prepared"]) -> PQGe
         pgconn: The idle connection.
         statements: SQL texts, each sent as one extended-protocol statement, and prepared
             statements, run by name.
+        received: Where each result is appended as it arrives (what a failure leaves there
+            tells whether the first statement ran).
 
     Returns:
         One result per statement. A statement after an error has a `PIPELINE_ABORTED` result.
@@ -1029,7 +1177,7 @@ def _pipeline(pgconn: PGconn, statements: Sequence["bytes | _Prepared"]) -> PQGe
         # After a cancellation psycopg resumes the generator with nothing ready.
         if ready and ready & Ready.R:
             pgconn.consume_input()
-    results: list[PGresult] = []
+    results = received
     for _ in statements:
         result = yield from _next_result(pgconn)
         # Each statement has one result, and its results end with None.
@@ -1070,40 +1218,22 @@ async def _recover(conn: AsyncConnection[Any]) -> None:
 
 
 def translate_database_error(exc: psycopg.Error, statement_timeout_ms: int) -> Exception:
-    """Translate a psycopg error at the edge: in-band problem or infrastructure fault.
+    """Translate a psycopg error at the edge: in-band problem or this server's fault (Rule 7).
 
     Args:
         exc: The error psycopg raised.
         statement_timeout_ms: The statement timeout in force, for the timeout message.
 
     Returns:
-        A `ToolFailure` for errors the query caused (by SQLSTATE), else `DatabaseUnavailable`.
+        A `ToolFailure` for every error PostgreSQL reported (`conditions.py`) and for a
+        connection libpq lost; `DatabaseUnavailable` for anything else psycopg raises, which
+        only a misuse of psycopg by this server causes.
     """
-    sqlstate = exc.sqlstate or ""
-    code = SQLSTATE_CODES.get(sqlstate) or SQLSTATE_CLASSES.get(sqlstate[:2])
-    if code is None:
-        return DatabaseUnavailable(
-            f"PostgreSQL failed the query: {type(exc).__name__} (SQLSTATE {sqlstate or 'none'})"
+    sqlstate = exc.sqlstate
+    if sqlstate:
+        return condition_failure(
+            sqlstate, exc.diag.message_primary, statement_timeout_ms=statement_timeout_ms
         )
-    metadata: dict[str, str | int | float | bool | None] = {"sqlstate": sqlstate}
-    if sqlstate == "57014":
-        seconds = statement_timeout_ms / 1000
-        return DeadlineExceeded(
-            f"The query ran longer than the {seconds:g} s statement timeout and was cancelled.",
-            metadata={**metadata, "timeout_seconds": seconds},
-        )
-    message = _echoable(exc.diag.message_primary)
-    return ToolFailure(
-        f"PostgreSQL refused the query (SQLSTATE {sqlstate}): {message}",
-        code=code,
-        invalid_params=("query",),
-        metadata=metadata,
-    )
-
-
-def _echoable(message: str | None) -> str:
-    # PostgreSQL's primary message names the caller's own objects and values. Messages that
-    # name a host path (file access errors) are not echoed.
-    if not message or _HOST_PATH.search(message):
-        return "(message withheld)"
-    return quote(message, MAX_ECHOED_MESSAGE_CHARS)
+    if isinstance(exc, psycopg.OperationalError):
+        return connection_lost(str(exc))
+    return DatabaseUnavailable(f"psycopg failed: {type(exc).__name__}")
