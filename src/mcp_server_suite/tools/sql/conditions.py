@@ -317,15 +317,22 @@ def connection_lost(message: str | None) -> ToolFailure:
     Args:
         message: libpq's message.
     """
-    detail = (
+    return _connection_failure(
         "The connection to PostgreSQL was lost during the call. The query was read-only and "
-        "rolled back, or never ran. " + _RETRY
+        "rolled back, or never ran. " + _RETRY,
+        message,
+        log=True,
     )
+
+
+def _connection_failure(detail: str, message: str | None, *, log: bool) -> ToolFailure:
+    # The connection's condition: libpq's message is for the operator's line alone.
     return _failure(
         Condition(Cause.CONNECTION, "", retryable=True),
         detail,
         {},
         logged=f"{detail} ({_first_line(message) or 'no message'})",
+        log=log,
     )
 
 
@@ -353,15 +360,10 @@ def connection_failed(
         message = text
     if sqlstate:
         return condition_failure(sqlstate, _first_line(message), statement_timeout_ms=0, log=log)
-    detail = (
+    return _connection_failure(
         "PostgreSQL could not be reached: check that it runs and that MCP_SQL_DSN names its "
-        "host and port. " + _CHECK_CONFIG
-    )
-    return _failure(
-        Condition(Cause.CONNECTION, "", retryable=True),
-        detail,
-        {},
-        logged=f"{detail} ({_first_line(message) or 'no message'})",
+        "host and port. " + _CHECK_CONFIG,
+        message,
         log=log,
     )
 

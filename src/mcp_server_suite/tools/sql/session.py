@@ -433,6 +433,8 @@ class ReadOnlyDatabase:
             weakref.WeakKeyDictionary()
         )
         self._setup_failure: BaseException | None = None
+        # Set once a pooler that shares server sessions is found: every call is refused.
+        self._shared = False
         self._pool: Final = AsyncConnectionPool(
             conninfo=dsn,
             kwargs={
@@ -474,6 +476,9 @@ class ReadOnlyDatabase:
         try:
             await self._set_up(conn)
         except (psycopg.Error, ToolFailure, DatabaseUnavailable) as exc:
+            if isinstance(exc, psycopg.Error) and exc.sqlstate in _SHARED_SESSION_SQLSTATES:
+                # The session's own prepared statement was made already: by another client.
+                self._shared = True
             self._setup_failed(exc)
             raise
         self._setup_failed(None)
@@ -487,6 +492,8 @@ class ReadOnlyDatabase:
         backend = await _backend_pid(conn)
         for other, pid in list(self._backends.items()):
             if pid == backend and not _closed_by_server(other):
+                # Every session the pool holds may be another client's too: no call runs.
+                self._shared = True
                 raise shared_session_failure()
         self._backends[conn] = backend
         if self._pins is None:
@@ -642,6 +649,8 @@ class ReadOnlyDatabase:
     async def _run_on(
         self, conn: AsyncConnection[Any], statement: ExecutableStatement
     ) -> FetchedRows:
+        if self._shared:
+            raise shared_session_failure()
         problems = self._problems.get(conn)
         try:
             ensure_reported_pins(conn)
@@ -679,6 +688,11 @@ class ReadOnlyDatabase:
             else:
                 self._unchanged.discard(conn)
         outcome = read.outcome
+        if (
+            isinstance(outcome, ToolFailure)
+            and outcome.problem.metadata.get("sqlstate") in _SHARED_SESSION_SQLSTATES
+        ):
+            self._shared = True
         if isinstance(outcome, _GuardFailed):
             # The guard found a problem that appeared after the connection was set up: the
             # audit names it (one more round trip, on this refusal path only).
@@ -779,6 +793,10 @@ async def _read_catalog(
     cursor = await conn.execute(_CATALOG, (list(schemas),))
     return [(str(schema), str(name)) for schema, name in await cursor.fetchall()]
 
+
+# What a session that a pooler shares shows: its own prepared statement there already
+# (42P05) when it is set up, or gone (26000) when a call runs it.
+_SHARED_SESSION_SQLSTATES: Final = frozenset({"42P05", "26000"})
 
 # A call waiting for a connection looks this often at how the pool's last attempt to make
 # one ended: a refused login is reported within a tenth of a second, not at the timeout.
