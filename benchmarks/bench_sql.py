@@ -29,7 +29,10 @@ sends).
 
 Usage:
     python benchmarks/bench_sql.py [--rounds R] [--calls N] [--no-postgres-mcp]
-        [--log-statements]
+        [--log-statements] [--baseline TREE]
+
+`--baseline TREE` adds this server as an earlier commit built it (a tree written by
+`git archive COMMIT src | tar -x -C TREE`), run from that tree's `src`, to the same rounds.
 """
 
 from __future__ import annotations
@@ -320,8 +323,14 @@ def ensure_postgres_mcp() -> str:
     return "unknown"
 
 
-def contenders(dsn: str, *, with_postgres_mcp: bool) -> list[Contender]:
-    """The servers to compare, all reading the same fixture database as `mcp_reader`."""
+def contenders(
+    dsn: str, *, with_postgres_mcp: bool, baseline: Path | None = None
+) -> list[Contender]:
+    """The servers to compare, all reading the same fixture database as `mcp_reader`.
+
+    Given `baseline` (a tree of an earlier commit, as `git archive` writes it), this server
+    as that commit built it runs last, for a before-and-after comparison in one run.
+    """
     base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
     servers = [
         Contender(
@@ -353,6 +362,17 @@ def contenders(dsn: str, *, with_postgres_mcp: bool) -> list[Contender]:
                 row_count=_postgres_mcp_rows,
             )
         )
+    if baseline is not None:
+        servers.append(
+            Contender(
+                name=f"mcp-server-suite, baseline ({baseline.name})",
+                command=[sys.executable, "-m", "mcp_server_suite"],
+                env=servers[0].env | {"PYTHONPATH": str(baseline.resolve() / "src")},
+                tool="read_only_sql",
+                argument="query",
+                row_count=_structured_rows,
+            )
+        )
     return servers
 
 
@@ -367,6 +387,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--log-statements",
         action="store_true",
         help="log every statement in PostgreSQL, as the test suite's server does",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="also run this server from an earlier commit's tree (git archive COMMIT src)",
     )
     options = parser.parse_args(argv)
 
@@ -387,8 +413,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader's own search_path holds built-in schemas only (the role script pins it);
         # the peers, which qualify nothing, are given the fixture's schema in their DSN. This
         # server pins its own search_path whatever the DSN says.
+        if options.baseline is not None:
+            # A fourth server's pool would pass the role's CONNECTION LIMIT.
+            with server.connect() as conn:
+                conn.execute("ALTER ROLE mcp_reader CONNECTION LIMIT 32")
         dsn = server.dsn() + "&options=-csearch_path%3Dpublic"
-        servers = contenders(dsn, with_postgres_mcp=version is not None)
+        servers = contenders(dsn, with_postgres_mcp=version is not None, baseline=options.baseline)
         for distinct in (False, True):
             tables[distinct] = measure(
                 servers, calls=options.calls, rounds=options.rounds, distinct=distinct

@@ -7,14 +7,22 @@ never reaches the window's tuplestore. These tests measure what the backend hold
 peak resident set, `VmHWM`, through `pg_backend_pid()`) for a value of 16 MB, sent bare and
 wrapped, each on a fresh connection, and read the plan for the rest. The figures for the
 issue's 64 MB and 256 MB cases come from `benchmarks/sql_memory.py --backend`.
+
+An EXPLAIN runs without the wrapper: the server keeps its rows within the same bounds as
+they arrive (`session.py`, Rule 9), and refuses a plan in one row past the bound.
 """
 
+import asyncio
 from typing import Final
 
 import pytest
 
+from mcp_server_suite.schemas.errors import ToolFailure
+from mcp_server_suite.schemas.problems import MCPErrorCode
+from mcp_server_suite.schemas.sql import ReadOnlySQLParams, ReadOnlySQLResult
 from mcp_server_suite.tools.sql.statement import wrap_statement
-from tests.support.postgres import READER_ROLE, PostgresServer
+from mcp_server_suite.tools.sql.tool import SQLTool
+from tests.support.postgres import READER_ROLE, PostgresServer, reader_settings
 
 # 4,000 squared: a 16 MB value, large enough to stand out of a backend's own few MiB, small
 # enough for a loaded test machine.
@@ -104,3 +112,53 @@ def test_the_running_total_keeps_rows_within_the_bound(
         assert totals[index] == running
     assert [value is not None for value, _ in rows] == [i < kept for i in range(len(sizes))]
     assert all(len(value) == size for (value, _), size in zip(rows[:kept], sizes, strict=False))
+
+
+# A plan whose filter line alone is about 10 KB: 350 comparisons, in a query under the
+# 10,000 characters a call may send.
+_LONG_FILTER: Final = " OR ".join(f"name = 'n{i:05d}'" for i in range(350))
+_SMALL_BUDGET: Final = 4_096
+
+
+def _explain(server: PostgresServer, text: str, max_rows: int = 50) -> object:
+    async def main() -> object:
+        tool = SQLTool(reader_settings(server, sql_max_result_bytes=_SMALL_BUDGET))
+        try:
+            return await tool.run(ReadOnlySQLParams(query=text, max_rows=max_rows))
+        except ToolFailure as exc:
+            return exc
+        finally:
+            await tool.aclose()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.postgres
+def test_an_explain_keeps_no_more_of_its_plan_than_the_bound(
+    postgres_server: PostgresServer,
+) -> None:
+    # Fifty lines of some 250 bytes each: three times the bound, within the response bound
+    # that alone cut such a plan before.
+    branches = (
+        f"SELECT id, name, '{'p' * 200}{i}' AS k FROM t WHERE name > 'x{i}'"  # noqa: S608
+        for i in range(30)
+    )
+    result = _explain(postgres_server, "EXPLAIN (VERBOSE) " + " UNION ALL ".join(branches))
+    assert isinstance(result, ReadOnlySQLResult)
+    assert result.truncated_reason == "max_result_bytes"
+    assert result.row_count > 0
+    assert sum(len(str(row[0]).encode()) for row in result.rows) <= _SMALL_BUDGET
+    # The row cap holds as for any result.
+    capped = _explain(postgres_server, "EXPLAIN SELECT * FROM t JOIN v USING (id)", max_rows=1)
+    assert isinstance(capped, ReadOnlySQLResult)
+    assert (capped.row_count, capped.truncated_reason) == (1, "max_rows")
+
+
+@pytest.mark.postgres
+def test_a_plan_in_one_row_past_the_bound_is_refused(postgres_server: PostgresServer) -> None:
+    text = "EXPLAIN (FORMAT JSON, VERBOSE) SELECT * FROM t WHERE " + _LONG_FILTER  # noqa: S608
+    failure = _explain(postgres_server, text)
+    assert isinstance(failure, ToolFailure)
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.metadata["max_result_bytes"] == _SMALL_BUDGET
+    assert int(failure.problem.metadata["row_bytes"]) > _SMALL_BUDGET  # type: ignore[arg-type]  # An int.

@@ -59,6 +59,12 @@ Rules:
    session has nothing to read, and PostgreSQL writes its error to such a session before
    closing it (or just closes it). It is discarded and another taken, without a round trip
    and without sending the call: a call that may have run is never sent again.
+9. An EXPLAIN runs without the wrapper, so PostgreSQL sends its whole plan: its rows are
+   taken one at a time (libpq's single-row mode) and kept while they fit `max_rows` and
+   `max_result_bytes`, the rest read and dropped, so that the server holds no more of a
+   plan than of any result. A plan in one row (`FORMAT JSON`) larger than the bound is
+   refused, as a first row past the bound is; its transfer is bounded by the statement
+   timeout alone.
 """
 
 import asyncio
@@ -70,7 +76,7 @@ import select
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -110,7 +116,12 @@ from mcp_server_suite.tools.sql.statement import (
     ExecutableStatement,
     RelationCatalog,
 )
-from mcp_server_suite.tools.sql.values import bound_rows, make_adapters, normalise_rows
+from mcp_server_suite.tools.sql.values import (
+    bound_rows,
+    first_row_too_large,
+    make_adapters,
+    normalise_rows,
+)
 
 __all__ = [
     "CATALOG_TTL_S",
@@ -878,6 +889,20 @@ class _Read:
     aborted: bool = False
 
 
+@dataclass(slots=True)
+class _Streamed:
+    # A statement whose rows are taken one at a time (Rule 9): at most `rows` of them, and
+    # `budget` bytes of their text, are kept; `cut` says which bound dropped the rest, and
+    # `first_bytes` the size of the first row dropped for bytes.
+    sql: bytes
+    rows: int
+    budget: int
+    kept: list[PGresult] = field(default_factory=list)
+    used: int = 0
+    cut: str | None = None
+    first_bytes: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     # A statement prepared on the session, run by name over the extended protocol (Bind and
@@ -972,9 +997,15 @@ async def _read_in_one_round_trip(
         (_ROLLBACK,) if pins is None else (_ROLLBACK, _READ_BACK_STATEMENT)
     )
     lead = (_ROLLBACK,) if after_abort else ()
+    text = statement.sql.encode(encoding)
+    streamed = (
+        _Streamed(text, statement.max_rows, statement.max_result_bytes)
+        if statement.explain_format is not None
+        else None
+    )
     results = await _round_trip(
         conn,
-        (*lead, _BEGIN, before, statement.sql.encode(encoding), *ending),
+        (*lead, _BEGIN, before, streamed or text, *ending),
         client_timeout=client_timeout,
         statement_timeout_ms=statement_timeout_ms,
         resend_safe=True,
@@ -1009,6 +1040,7 @@ async def _read_in_one_round_trip(
         read,
         guarded=guard,
         statement_timeout_ms=statement_timeout_ms,
+        streamed=streamed,
     )
     return _Read(outcome, guarded_at, aborted)
 
@@ -1045,7 +1077,7 @@ async def _end_aborted(
 
 async def _round_trip(
     conn: AsyncConnection[Any],
-    statements: Sequence["bytes | _Prepared"],
+    statements: Sequence["bytes | _Prepared | _Streamed"],
     *,
     client_timeout: float,
     statement_timeout_ms: int,
@@ -1087,6 +1119,7 @@ def _outcome(
     *,
     guarded: bool,
     statement_timeout_ms: int,
+    streamed: "_Streamed | None" = None,
 ) -> "FetchedRows | ToolFailure | _GuardFailed":
     # What the read's results mean: the guard's refusal, the query's problem, or rows.
     encoding = conn.info.encoding
@@ -1107,7 +1140,13 @@ def _outcome(
     columns = [(fetched.fname(index) or b"").decode(encoding) for index in range(fetched.nfields)]
     rows = _load_rows(transformer, fetched)
     try:
-        if statement.wrapped:
+        if streamed is not None:
+            # Rule 9: an EXPLAIN's rows, as they were kept.
+            rows = [row for result in streamed.kept for row in _load_rows(transformer, result)]
+            if streamed.cut == "max_result_bytes" and not rows:
+                raise first_row_too_large(streamed.first_bytes, statement.max_result_bytes)
+            kept, reason = rows, streamed.cut
+        elif statement.wrapped:
             # Rule 5: the last column is the running total of the rows' text bytes.
             kept, reason = bound_rows(rows, statement.max_result_bytes, statement.max_rows)
             columns.pop()
@@ -1157,7 +1196,9 @@ def _ensure_completed(results: Sequence[PGresult]) -> None:
 
 
 def _pipeline(
-    pgconn: PGconn, statements: Sequence["bytes | _Prepared"], received: list[PGresult]
+    pgconn: PGconn,
+    statements: Sequence["bytes | _Prepared | _Streamed"],
+    received: list[PGresult],
 ) -> PQGen[list[PGresult]]:
     """Send the statements in pipeline mode, ended by one Sync, and collect their results.
 
@@ -1168,8 +1209,9 @@ def _pipeline(
 
     Args:
         pgconn: The idle connection.
-        statements: SQL texts, each sent as one extended-protocol statement, and prepared
-            statements, run by name.
+        statements: SQL texts, each sent as one extended-protocol statement, prepared
+            statements, run by name, and statements whose rows are taken one at a time
+            within bounds (`_Streamed`).
         received: Where each result is appended as it arrives (what a failure leaves there
             tells whether the first statement ran).
 
@@ -1184,6 +1226,8 @@ def _pipeline(
     for statement in statements:
         if isinstance(statement, _Prepared):
             pgconn.send_query_prepared(statement.name, statement.params or None)
+        elif isinstance(statement, _Streamed):
+            pgconn.send_query_params(statement.sql, None)
         else:
             pgconn.send_query_params(statement, None)
     # One Sync, so that libpq flushes once and PostgreSQL answers the whole pipeline at once.
@@ -1196,8 +1240,13 @@ def _pipeline(
         if ready and ready & Ready.R:
             pgconn.consume_input()
     results = received
-    for _ in statements:
-        result = yield from _next_result(pgconn)
+    for statement in statements:
+        if isinstance(statement, _Streamed):
+            # Rule 9: its rows one at a time, kept within the bounds, the rest dropped.
+            pgconn.set_single_row_mode()
+            result = yield from _stream_rows(pgconn, statement)
+        else:
+            result = yield from _next_result(pgconn)
         # Each statement has one result, and its results end with None.
         if result is None or (yield from _next_result(pgconn)) is not None:
             raise DatabaseUnavailable("the pipeline's results did not match its statements")
@@ -1207,6 +1256,25 @@ def _pipeline(
         raise DatabaseUnavailable("the pipeline's results did not match its statements")
     pgconn.exit_pipeline_mode()
     return results
+
+
+def _stream_rows(pgconn: PGconn, streamed: "_Streamed") -> PQGen[PGresult | None]:
+    # Takes a statement's rows in single-row mode, keeping them in `streamed` while they fit
+    # its bounds; returns the statement's last result (the empty one that ends the rows, which
+    # describes the columns, or an error), or None when there is none.
+    while True:
+        result = yield from _next_result(pgconn)
+        if result is None or result.status != ExecStatus.SINGLE_TUPLE:
+            return result
+        size = sum(len(result.get_value(0, column) or b"") for column in range(result.nfields))
+        if streamed.cut is None and len(streamed.kept) >= streamed.rows:
+            streamed.cut = "max_rows"
+        elif streamed.cut is None and streamed.used + size > streamed.budget:
+            streamed.cut = "max_result_bytes"
+            streamed.first_bytes = streamed.first_bytes or size
+        if streamed.cut is None:
+            streamed.kept.append(result)
+            streamed.used += size
 
 
 def _next_result(pgconn: PGconn) -> PQGen[PGresult | None]:

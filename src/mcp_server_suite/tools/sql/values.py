@@ -47,6 +47,7 @@ __all__ = [
     "NormalisedRows",
     "RawJSON",
     "bound_rows",
+    "first_row_too_large",
     "make_adapters",
     "normalise_rows",
 ]
@@ -195,20 +196,30 @@ def bound_rows(
             break
         within += 1
     if rows and within == 0:
-        raise ToolFailure(
-            f"A single row of the result holds {rows[0][-1]} bytes of text, more than the "
-            f"{max_result_bytes} bytes MCP_SQL_MAX_RESULT_BYTES allows: select fewer or "
-            "narrower columns, or a part of the value (left(), substr()).",
-            code=MCPErrorCode.VALIDATION_ERROR,
-            invalid_params=("query",),
-            metadata={"row_bytes": int(rows[0][-1]), "max_result_bytes": max_result_bytes},
-        )
+        raise first_row_too_large(int(rows[0][-1]), max_result_bytes)
     kept = [row[:-1] for row in rows[: min(within, max_rows)]]
     if len(rows) > max_rows and within >= max_rows:
         return kept, "max_rows"
     if within < len(rows):
         return kept, "max_result_bytes"
     return kept, None
+
+
+def first_row_too_large(row_bytes: int, max_result_bytes: int) -> ToolFailure:
+    """Return the refusal of a result whose first row alone is larger than the bound.
+
+    Args:
+        row_bytes: The first row's bytes of text.
+        max_result_bytes: `MCP_SQL_MAX_RESULT_BYTES`.
+    """
+    return ToolFailure(
+        f"A single row of the result holds {row_bytes} bytes of text, more than the "
+        f"{max_result_bytes} bytes MCP_SQL_MAX_RESULT_BYTES allows: select fewer or "
+        "narrower columns, or a part of the value (left(), substr()).",
+        code=MCPErrorCode.VALIDATION_ERROR,
+        invalid_params=("query",),
+        metadata={"row_bytes": row_bytes, "max_result_bytes": max_result_bytes},
+    )
 
 
 def normalise_rows(
