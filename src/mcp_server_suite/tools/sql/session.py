@@ -559,8 +559,10 @@ class ReadOnlyDatabase:
 
     async def _live_connection(self) -> AsyncConnection[Any]:
         # A pooled connection whose session PostgreSQL has not ended (Rule 8), within the
-        # connect timeout. While none is ready and the last attempt to make one failed, the
-        # call is told why at once rather than when the timeout ends.
+        # connect timeout. While no call holds one and the last attempt to make one failed,
+        # the call is told why at once rather than when the timeout ends (while calls hold
+        # connections, one of theirs may come back: a role's CONNECTION LIMIT below the pool's
+        # size only slows the pool down).
         deadline = time.monotonic() + self._connect_timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -568,7 +570,7 @@ class ReadOnlyDatabase:
                 conn = await self._pool.getconn(timeout=max(0.0, min(remaining, _WAIT_SLICE_S)))
             except PoolTimeout:
                 failure = self._setup_failure
-                if failure is not None:
+                if failure is not None and not self._holding:
                     raise _setup_failure(failure) from None
                 if time.monotonic() < deadline:
                     continue
