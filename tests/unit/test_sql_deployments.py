@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +27,8 @@ from typing import Any, Final
 import psycopg
 import psycopg.errors
 import pytest
-from pydantic import SecretStr
 
+from mcp_server_suite.config import SecretStr, Settings
 from mcp_server_suite.schemas.errors import DeadlineExceeded, ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams
@@ -495,3 +496,165 @@ def test_an_unpopulated_materialized_view_is_the_databases_condition(
     assert isinstance(failure, ToolFailure)
     assert failure.problem.metadata == {"sqlstate": "55000", "cause": "database"}
     assert "REFRESH MATERIALIZED VIEW" in failure.problem.detail
+
+
+# --- The edges of the checks and the pool ----------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_the_checks_name_a_superuser_and_an_unreachable_server(
+    postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert deployment_problems(postgres_server.superuser_dsn, connect_timeout=5) == (
+        [SUPERUSER_LINE],
+        True,
+    )
+    missing = f"postgresql://{READER_ROLE}@/app?host={postgres_server.socket_dir}-missing"
+    (line,), connected = deployment_problems(missing, connect_timeout=5)
+    assert not connected
+    assert line.startswith("PostgreSQL could not be reached")
+    # In the background, each problem is one warning.
+    with caplog.at_level("WARNING"):
+        thread = announce_deployment_problems(
+            reader_settings(postgres_server, sql_dsn=SecretStr(postgres_server.superuser_dsn))
+        )
+        assert thread is not None
+        thread.join(60)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"read_only_sql: {SUPERUSER_LINE}"
+    ]
+
+
+def test_the_start_up_check_needs_a_dsn_and_survives_its_own_faults(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp_server_suite.config import Settings
+    from mcp_server_suite.tools.sql import deployment
+
+    assert announce_deployment_problems(Settings()) is None
+
+    def broken(dsn: str, *, connect_timeout: float) -> tuple[list[str], bool]:
+        raise RuntimeError("a fault of the check's own")
+
+    monkeypatch.setattr(deployment, "deployment_problems", broken)
+    settings = Settings(sql_dsn=SecretStr("postgresql://nobody@/nowhere?host=/nonexistent"))
+    with caplog.at_level("WARNING"):
+        thread = announce_deployment_problems(settings)
+        assert thread is not None
+        thread.join(10)
+    assert "the start-up check of MCP_SQL_DSN failed" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("message", "sqlstate"),
+    [
+        ('failed: FATAL:  password authentication failed for user "x"', "28P01"),
+        ('failed: FATAL:  no pg_hba.conf entry for host "[local]"', "28000"),
+        ('failed: FATAL:  database "x" does not exist', "3D000"),
+        ("failed: FATAL:  sorry, too many clients already", "53300"),
+        ("failed: FATAL:  the database system is starting up", "57P03"),
+        ("failed: FATAL:  something PostgreSQL says one day", "08004"),
+    ],
+)
+def test_a_refused_login_is_read_from_postgresqls_own_words(message: str, sqlstate: str) -> None:
+    from mcp_server_suite.tools.sql.conditions import connection_failed
+
+    failure = connection_failed(message, None, log=False)
+    assert failure.problem.metadata["sqlstate"] == sqlstate
+
+
+def test_libpq_messages_without_words_are_still_told() -> None:
+    from mcp_server_suite.tools.sql.conditions import connection_failed, connection_lost
+
+    for message in (None, "", "\n \n"):
+        assert connection_lost(message).problem.metadata["retryable"] is True
+        assert connection_failed(message, None, log=False).problem.detail.startswith(
+            "PostgreSQL could not be reached"
+        )
+
+
+@pytest.mark.postgres
+def test_a_server_that_never_answers_is_unreachable_at_the_timeout(
+    postgres_server: PostgresServer,
+) -> None:
+    import socket
+
+    directory = Path(tempfile.mkdtemp(prefix="mcp-mute-", dir="/tmp"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(str(directory / ".s.PGSQL.5432"))
+        listener.listen(8)
+        dsn = f"postgresql://{READER_ROLE}@/app?host={directory}"
+        outcome = _one_call(
+            reader_settings(postgres_server, sql_dsn=SecretStr(dsn), sql_connect_timeout=0.5)
+        )
+        assert isinstance(outcome, ToolFailure)
+        assert outcome.problem.detail.startswith("PostgreSQL could not be reached")
+    finally:
+        listener.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _one_call(settings: Settings, query: str = "SELECT 1") -> object:
+    async def main() -> object:
+        tool = SQLTool(settings)
+        try:
+            return await tool.run(ReadOnlySQLParams(query=query))
+        except Exception as exc:  # noqa: BLE001  # The outcome is what the test reads.
+            return exc
+        finally:
+            await tool.aclose()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.postgres
+def test_a_call_sent_twice_on_ended_sessions_is_told_the_connection_was_lost(
+    own_server: tuple[PostgresServer, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _ = own_server
+    settings = reader_settings(server, sql_pool_max_size=2)
+    monkeypatch.setattr(session, "_closed_by_server", lambda conn: conn.closed)
+
+    async def main() -> object:
+        tool = SQLTool(settings)
+        try:
+            await asyncio.gather(*(tool.run(ReadOnlySQLParams(query=OVERLAPPING)) for _ in "ab"))
+            with server.connect() as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                    [READER_ROLE],
+                )
+            for _ in range(200):
+                if not _reader_sessions(server):
+                    break
+                await asyncio.sleep(0.05)
+            database = await tool.database()
+            # Both sessions are idle in the pool, and both have ended.
+            return await database.run(
+                await tool._check(ReadOnlySQLParams(query="SELECT 3 AS three"))
+            )
+        except ToolFailure as exc:
+            return exc
+        finally:
+            await tool.aclose()
+
+    outcome = asyncio.run(main())
+    assert isinstance(outcome, ToolFailure), outcome
+    assert outcome.problem.detail.startswith("The connection to PostgreSQL was lost")
+
+
+@pytest.mark.postgres
+def test_a_pipeline_out_of_step_in_a_call_is_this_servers_fault(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = session._pipeline
+
+    def out_of_step(pgconn: Any, statements: Any, received: Any) -> Any:
+        if len(statements) > 3:  # The call's read, not the connection's set-up.
+            raise DatabaseUnavailable("the pipeline's results did not match its statements")
+        return original(pgconn, statements, received)
+
+    monkeypatch.setattr(session, "_pipeline", out_of_step)
+    outcome = _one_call(reader_settings(postgres_server))
+    assert isinstance(outcome, DatabaseUnavailable)

@@ -370,13 +370,14 @@ def connection_failed(
 
 # PostgreSQL's answer inside libpq's message for a connection it refused.
 _SERVER_SAID: Final = re.compile(r"\b(?:FATAL|ERROR):\s+(.+)")
-# What PostgreSQL says when it refuses a login, by the SQLSTATE it reported (libpq drops it).
+# What PostgreSQL says when it refuses a login, by the SQLSTATE it reported (libpq drops it),
+# the narrower first: "too many connections for role" is no unknown role.
 _LOGIN_REFUSALS: Final = (
-    ("28P01", ("password authentication failed", "authentication failed")),
-    ("28000", ("no pg_hba.conf entry", "role ", "is not permitted to log in")),
-    ("3D000", ("database ",)),
-    ("53300", ("too many connections", "connection slots")),
+    ("53300", ("too many connections", "too many clients", "connection slots")),
     ("57P03", ("the database system is",)),
+    ("28P01", ("password authentication failed", "authentication failed")),
+    ("28000", ("no pg_hba.conf entry", 'role "', "is not permitted to log in")),
+    ("3D000", ('database "',)),
 )
 
 

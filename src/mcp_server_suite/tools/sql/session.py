@@ -443,7 +443,7 @@ class ReadOnlyDatabase:
         self._backends: Final[weakref.WeakKeyDictionary[AsyncConnection[Any], int]] = (
             weakref.WeakKeyDictionary()
         )
-        self._setup_failure: BaseException | None = None
+        self._setup_failure: Exception | None = None
         # Set once a pooler that shares server sessions is found: every call is refused.
         self._shared = False
         self._pool: Final = AsyncConnectionPool(
@@ -494,7 +494,7 @@ class ReadOnlyDatabase:
             raise
         self._setup_failed(None)
 
-    def _setup_failed(self, failure: BaseException | None) -> None:
+    def _setup_failed(self, failure: Exception | None) -> None:
         # Records how the last attempt to make a connection ended: None when it succeeded.
         self._setup_failure = failure
 
@@ -823,12 +823,9 @@ def _closed_by_server(conn: AsyncConnection[Any]) -> bool:
     # poll, without waiting; nothing is read, so a live session is left as it was.
     if conn.closed or conn.pgconn.status != ConnStatus.OK:
         return True
-    try:
-        socket = conn.pgconn.socket
-    except psycopg.OperationalError:
-        return True
+    # A connection whose status is OK has its socket (`socket` raises only on a bad one).
     poller = select.poll()
-    poller.register(socket, select.POLLIN | select.POLLPRI)
+    poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)
     return bool(poller.poll(0))
 
 
@@ -840,19 +837,16 @@ async def _backend_pid(conn: AsyncConnection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def _setup_failure(failure: BaseException) -> Exception:
-    # What a call is told when no connection could be made.
-    if isinstance(failure, ToolFailure):
-        return failure
+def _setup_failure(failure: Exception) -> Exception:
+    # What a call is told when no connection could be made: libpq's or PostgreSQL's refusal,
+    # in-band, or what the set-up raised itself (a superuser, a shared session).
     if isinstance(failure, psycopg.Error):
-        if failure.sqlstate:
-            return connection_failed(failure.diag.message_primary or str(failure), failure.sqlstate)
-        return connection_failed(str(failure), None)
-    return failure if isinstance(failure, Exception) else DatabaseUnavailable(str(failure))
+        return connection_failed(str(failure), failure.sqlstate)
+    return failure
 
 
 def _recording_connection(
-    record: Callable[[BaseException | None], None],
+    record: Callable[[Exception | None], None],
 ) -> type[AsyncConnection[Any]]:
     # The pool's connection class: a failed connect is recorded before psycopg_pool logs it
     # and tries again, so that a waiting call can say why (a refused login, a server down).
@@ -1047,6 +1041,21 @@ async def _read_in_one_round_trip(
     return _Read(outcome, guarded_at, aborted)
 
 
+async def _recover_unless_not_run(
+    conn: AsyncConnection[Any],
+    received: list[PGresult],
+    exc: Exception,
+    *,
+    resend_safe: bool,
+) -> None:
+    # Recovers the connection after a failed pipeline, then raises `_NotRun` when the session
+    # ended before the pipeline's first statement completed (Rule 8).
+    ended = conn.pgconn.status == ConnStatus.BAD
+    await _recover(conn)
+    if resend_safe and ended and not any(r.status in _COMPLETED for r in received):
+        raise _NotRun(str(exc)) from exc
+
+
 def _guard_refused(result: PGresult) -> bool:
     # The guard's own refusal (not any other error the guard's statement could meet).
     sqlstate = result.error_field(DiagnosticField.SQLSTATE)
@@ -1094,14 +1103,14 @@ async def _round_trip(
     try:
         async with asyncio.timeout(client_timeout), conn.lock:
             return await conn.wait(_pipeline(conn.pgconn, statements, received))
-    except (psycopg.Error, DatabaseUnavailable) as exc:
-        ended = conn.pgconn.status == ConnStatus.BAD
-        await _recover(conn)
-        if resend_safe and ended and not any(r.status in _COMPLETED for r in received):
-            raise _NotRun(str(exc)) from exc
-        if isinstance(exc, DatabaseUnavailable):
-            raise
+    except psycopg.Error as exc:
+        await _recover_unless_not_run(conn, received, exc, resend_safe=resend_safe)
         raise translate_database_error(exc, statement_timeout_ms) from exc
+    except DatabaseUnavailable as exc:
+        # The results did not match the statements: the connection ended mid-pipeline, or a
+        # fault of this server's.
+        await _recover_unless_not_run(conn, received, exc, resend_safe=resend_safe)
+        raise
     except TimeoutError:
         await _recover(conn)
         raise DeadlineExceeded(
