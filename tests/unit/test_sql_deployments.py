@@ -658,3 +658,68 @@ def test_a_pipeline_out_of_step_in_a_call_is_this_servers_fault(
     monkeypatch.setattr(session, "_pipeline", out_of_step)
     outcome = _one_call(reader_settings(postgres_server))
     assert isinstance(outcome, DatabaseUnavailable)
+
+
+def test_a_closed_connection_is_never_taken_for_a_live_one(
+    postgres_server: PostgresServer,
+) -> None:
+    async def main() -> bool:
+        conn = await psycopg.AsyncConnection.connect(postgres_server.dsn(), autocommit=True)
+        await conn.close()
+        return session._closed_by_server(conn)
+
+    assert asyncio.run(main())
+
+
+def test_a_cleanup_statement_postgresql_refused_is_in_band() -> None:
+    class Refused:
+        status = psycopg.pq.ExecStatus.FATAL_ERROR
+
+        def error_field(self, field: psycopg.pq.DiagnosticField) -> bytes:
+            if field == psycopg.pq.DiagnosticField.SQLSTATE:
+                return b"26000"
+            return b'prepared statement "mcp_read_back" does not exist'
+
+    with pytest.raises(ToolFailure) as caught:
+        session._ensure_completed([Refused()])  # type: ignore[list-item]  # A stand-in.
+    assert POOLING_ADVICE in caught.value.problem.detail
+
+
+@pytest.mark.postgres
+def test_a_call_that_finds_its_prepared_guard_gone_refuses_every_next_call(
+    postgres_server: PostgresServer,
+) -> None:
+    async def main() -> list[object]:
+        tool = SQLTool(reader_settings(postgres_server, sql_pool_max_size=1))
+        try:
+            await tool.run(ReadOnlySQLParams(query="SELECT 1"))
+            database = await tool.database()
+            # What a pooler's DISCARD ALL between two clients does to the session.
+            async with database._connection() as conn:
+                await conn.execute("DEALLOCATE ALL")
+            outcomes: list[object] = []
+            for _ in range(2):
+                try:
+                    outcomes.append(await tool.run(ReadOnlySQLParams(query="SELECT 2")))
+                except ToolFailure as exc:
+                    outcomes.append(exc)
+            return outcomes
+        finally:
+            await tool.aclose()
+
+    outcomes = asyncio.run(main())
+    assert all(isinstance(outcome, ToolFailure) for outcome in outcomes), outcomes
+    assert all(POOLING_ADVICE in outcome.problem.detail for outcome in outcomes)  # type: ignore[attr-defined]
+
+
+@pytest.mark.postgres
+def test_a_catalog_read_postgresql_refused_is_in_band(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refused(conn: Any, schemas: Any) -> Any:
+        raise psycopg.errors.InsufficientPrivilege("permission denied for table pg_class")
+
+    monkeypatch.setattr(session, "_read_catalog", refused)
+    outcome = _one_call(reader_settings(postgres_server))
+    assert isinstance(outcome, ToolFailure)
+    assert outcome.problem.metadata["sqlstate"] == "42501"

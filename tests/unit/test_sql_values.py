@@ -79,7 +79,8 @@ def _documents() -> st.SearchStrategy[tuple[str, Any]]:
         )
         return arrays | objects
 
-    return st.recursive(_strings(), extend, max_leaves=12)
+    numbers = st.integers(-5, 5).map(lambda number: (str(number), number))
+    return st.recursive(_strings() | numbers, extend, max_leaves=12)
 
 
 @given(_documents())

@@ -637,7 +637,13 @@ class ReadOnlyDatabase:
                 (in-band problems).
             DatabaseUnavailable: PostgreSQL could not be reached or failed.
         """
-        return await self._with_connection(lambda conn: self._run_on(conn, statement))
+        try:
+            return await self._with_connection(lambda conn: self._run_on(conn, statement))
+        except ToolFailure as exc:
+            if exc.problem.metadata.get("sqlstate") in _SHARED_SESSION_SQLSTATES:
+                # The session's own prepared statements are gone: a pooler reset it (Rule 7).
+                self._shared = True
+            raise
 
     async def _with_connection(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         try:
@@ -701,11 +707,6 @@ class ReadOnlyDatabase:
             else:
                 self._unchanged.discard(conn)
         outcome = read.outcome
-        if (
-            isinstance(outcome, ToolFailure)
-            and outcome.problem.metadata.get("sqlstate") in _SHARED_SESSION_SQLSTATES
-        ):
-            self._shared = True
         if isinstance(outcome, _GuardFailed):
             # The guard found a problem that appeared after the connection was set up: the
             # audit names it (one more round trip, on this refusal path only).
@@ -1143,7 +1144,7 @@ def _outcome(
         if guarded and failed == _GUARD_INDEX and _guard_refused(read[failed]):
             return _GuardFailed()
         problem = translate_database_error(error, statement_timeout_ms)
-        if not isinstance(problem, ToolFailure):
+        if not isinstance(problem, ToolFailure):  # pragma: no cover - a result's error is in-band
             raise problem from error
         problem.__cause__ = error
         return problem
@@ -1331,6 +1332,7 @@ def translate_database_error(exc: psycopg.Error, statement_timeout_ms: int) -> E
         return condition_failure(
             sqlstate, exc.diag.message_primary, statement_timeout_ms=statement_timeout_ms
         )
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, psycopg.DatabaseError) and not isinstance(exc, psycopg.ProgrammingError):
+        # libpq's own error (its results carry no SQLSTATE): the connection failed.
         return connection_lost(str(exc))
     return DatabaseUnavailable(f"psycopg failed: {type(exc).__name__}")
