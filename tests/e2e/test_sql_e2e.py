@@ -170,22 +170,26 @@ def test_cancelled_call_gets_no_answer_and_the_query_stops(
 
 @pytest.mark.e2e
 @pytest.mark.postgres
-def test_database_failure_is_an_internal_error_without_the_dsn(
+def test_a_refused_login_is_in_band_without_the_dsn(
     postgres_server: PostgresServer,
 ) -> None:
+    # The operator's configuration, not this server's fault: an in-band problem that says
+    # what to fix, and one line on stderr; the password reaches neither.
     secret = "E2e-secret-" + uuid.uuid4().hex
     dsn = postgres_server.dsn(PASSWORD_ROLE, password=secret)
     with running_server(sql_environment(dsn, MCP_SQL_CONNECT_TIMEOUT="1")) as process:
         process.initialize()
         response = process.call_tool(TOOL, {"query": "SELECT 1"})
-        error = response["error"]
-        assert error["code"] == -32603
-        assert error["data"]["metadata"]["correlation_id"]
+        result = response["result"]
+        assert result["isError"] is True
+        problem = json.loads(result["content"][0]["text"])
+        assert problem["metadata"] == {"sqlstate": "28P01", "cause": "configuration"}
+        assert "MCP_SQL_DSN" in problem["detail"]
         assert secret not in json.dumps(response)
         process.close_stdin()
         assert process.wait() == 0
         stderr = process.stderr
-    assert error["data"]["metadata"]["correlation_id"] in stderr
+    assert "read_only_sql: PostgreSQL refused the login" in stderr
     assert secret not in stderr
 
 

@@ -512,7 +512,7 @@ def test_the_checks_name_a_superuser_and_an_unreachable_server(
     missing = f"postgresql://{READER_ROLE}@/app?host={postgres_server.socket_dir}-missing"
     (line,), connected = deployment_problems(missing, connect_timeout=5)
     assert not connected
-    assert line.startswith("PostgreSQL could not be reached")
+    assert line.startswith("cannot connect to the database: PostgreSQL could not be reached")
     # In the background, each problem is one warning.
     with caplog.at_level("WARNING"):
         thread = announce_deployment_problems(

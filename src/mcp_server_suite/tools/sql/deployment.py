@@ -82,7 +82,7 @@ def deployment_problems(dsn: str, *, connect_timeout: float) -> tuple[list[str],
         # libpq's message names the host or socket, which the operator may read.
         failure = connection_failed(str(exc), None, log=False)
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return [f"{failure.problem.detail} ({first_line})"], False
+        return [f"cannot connect to the database: {failure.problem.detail} ({first_line})"], False
 
 
 def announce_deployment_problems(settings: Settings) -> threading.Thread | None:
