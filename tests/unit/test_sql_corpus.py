@@ -38,7 +38,10 @@ CASES: Final[list[dict[str, Any]]] = json.loads((VECTORS / "sql.json").read_text
 # the caller's LIMIT), which refuses it as the corpus expects. SQL-164's 'private'::regclass
 # is looked up with the session's search_path, which holds built-in schemas only: a
 # regclass string names a table of MCP_SQL_SCHEMAS only qualified ('public.private').
-SPEC_OVERRIDES: Final = {"SQL-241": "run", "SQL-164": "db-refuses"}
+# SQL-178's lpad() to 1 GB is allowed since issue 19 (functions.py says why: refusing lpad
+# bounded nothing that string_agg or || cannot build): PostgreSQL refuses the 1 GB value
+# itself (54000, requested length too large), in-band.
+SPEC_OVERRIDES: Final = {"SQL-241": "run", "SQL-164": "db-refuses", "SQL-178": "db-refuses"}
 
 # Refusals by the policy carry one of these codes.
 POLICY_CODES: Final = {MCPErrorCode.QUERY_VIOLATION, MCPErrorCode.VALIDATION_ERROR}

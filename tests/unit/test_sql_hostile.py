@@ -33,7 +33,8 @@ from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams
 from mcp_server_suite.tools.sql.functions import BUILTIN_FUNCTIONS
-from mcp_server_suite.tools.sql.tool import SQLTool
+from mcp_server_suite.tools.sql.policy import FunctionPolicy
+from mcp_server_suite.tools.sql.tool import SQLTool, check_untrusted_sql
 from tests.support.postgres import (
     CLEAN_DATABASE,
     HOSTILE_OWNER,
@@ -46,7 +47,13 @@ VECTORS: Final = Path(__file__).resolve().parents[1] / "vectors"
 CORPUS_SHA256: Final = "cee41c375390d5c0d693c6e2a95e1ab0898bd5399824c631ccb0053f707f5535"
 FIXTURE_SHA256: Final = "7e1293d9693a0675d8c352a6057e0eb65dd17af03fda265a4ab8c98bb61d35ec"
 CASES: Final[list[dict[str, Any]]] = json.loads((VECTORS / "sql_round2.json").read_text("utf-8"))
-LEGIT: Final = [case for case in CASES if case["class"] == "legit"]
+# Legitimate cases that call a function refused since issue 19 because the statement timeout
+# cannot stop it (functions.UNINTERRUPTIBLE): they are refused in-band, naming the function
+# and the alternative the timeout does stop.
+REFUSED_SINCE_ROUND3: Final = {"M33": "position"}
+LEGIT: Final = [
+    case for case in CASES if case["class"] == "legit" and case["id"] not in REFUSED_SINCE_ROUND3
+]
 
 pytestmark = pytest.mark.postgres
 
@@ -56,7 +63,7 @@ def test_corpus_is_the_recorded_copy() -> None:
     fixture = (VECTORS / "sql_round2_fixture.sql").read_bytes()
     assert hashlib.sha256(fixture).hexdigest() == FIXTURE_SHA256
     assert len(CASES) == 101
-    assert len(LEGIT) == 16
+    assert len(LEGIT) + len(REFUSED_SINCE_ROUND3) == 16
 
 
 def _settings(server: PostgresServer, user: str, database: str = "app", **extra: Any) -> Settings:
@@ -349,6 +356,19 @@ def test_every_legit_case_runs_on_the_clean_database_as_the_reader(
 
     asyncio.run(main())
     assert failures == []
+
+
+@pytest.mark.parametrize("case_id", sorted(REFUSED_SINCE_ROUND3))
+def test_legit_cases_calling_unstoppable_functions_are_refused_with_the_alternative(
+    case_id: str,
+) -> None:
+    case = next(case for case in CASES if case["id"] == case_id)
+    with pytest.raises(ToolFailure) as caught:
+        check_untrusted_sql(case["query"], functions=FunctionPolicy(), schemas=("public",))
+    detail = caught.value.problem.detail
+    assert caught.value.problem.code is MCPErrorCode.QUERY_VIOLATION
+    assert f"{REFUSED_SINCE_ROUND3[case_id]}() is not allowed" in detail
+    assert "the statement timeout cannot stop it" in detail
 
 
 @pytest.mark.parametrize(

@@ -35,8 +35,12 @@ VECTORS: Final = Path(__file__).resolve().parents[1] / "vectors"
 CASES: Final[list[dict[str, Any]]] = json.loads((VECTORS / "sql.json").read_text("utf-8"))
 # SQL-241 is two plain literals under the pinned standard_conforming_strings = on
 # (test_sql_corpus.py says why it runs); the session refuses any connection where it is off.
+# SQL-241 runs and SQL-178 (lpad to 1 GB) is left to PostgreSQL's own bound on one value
+# since issue 19 (test_sql_corpus.SPEC_OVERRIDES says why).
 REJECT_CASES: Final = [
-    case for case in CASES if case["expect"] == "reject" and case["id"] != "SQL-241"
+    case
+    for case in CASES
+    if case["expect"] == "reject" and case["id"] not in ("SQL-241", "SQL-178")
 ]
 
 

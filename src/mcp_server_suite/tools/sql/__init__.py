@@ -6,6 +6,10 @@ The modules are the layers, in the order a call meets them:
    (`functions.py` holds the reviewed functions and the denylist).
 2. `statement.py`: the statement that runs, with relations qualified from the catalog, bounded
    in rows and bytes, and proved equal to the checked tree by a second parse.
+   `verifier.py` then has PostgreSQL resolve it without running it (`probe.py`), reads the
+   tree it resolved to (`node_text.py`, `resolution.py`) and allows it only when every
+   function, operator, type and relation in it is allowed on that server
+   (`code_catalog.py`, `operator_functions.py`).
 3. `role_audit.py`: what the role could run or create, audited when a connection is set up
    and guarded in every call's transaction.
 4. `session.py`: the pool, its pinned sessions (`search_path` of trusted schemas only) and one

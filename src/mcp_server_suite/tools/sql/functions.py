@@ -23,6 +23,8 @@ pg_catalog that SQL can call. Removed from them, after review:
 - every name in `DENIED_FUNCTIONS` or starting with a `DENIED_FUNCTION_PREFIXES` entry, whatever
   its volatility: `txid_current` is stable yet takes a transaction id, and `table_to_xml` is
   stable yet runs SQL given as a string;
+- every name in `UNINTERRUPTIBLE`: work that the statement timeout cannot stop and that
+  grows faster than its input (`tests/unit/test_sql_interrupts.py` measures each class);
 - monitoring internals (`pg_stat_get_*`), whose views are the supported interface;
 - functions that reveal server file paths or replication state, or only work inside event
   triggers, validators and support routines (`pg_relation_filepath`, `pg_config`,
@@ -33,25 +35,47 @@ pg_catalog that SQL can call. Removed from them, after review:
 
 Four documented functions whose catalogue description reads "implementation of ... operator"
 are added back: `array_cat`, `starts_with`, `inet_merge` and `inet_same_family`.
-`xpath` and `xpath_exists` are added too: PostgreSQL's entity loader never loads an external
-entity (`test_sql_policy.py` reads a file through one and gets nothing), and a cast to `xml`
-stays refused by the policy.
-`tests/unit/test_sql_policy.py` checks the list against the test server: every name exists in
-pg_catalog, and no overload of any name is volatile unless the name is in
-`HARMLESS_VOLATILE`.
+`format`, `lpad`, `rpad`, `repeat` and `array_fill` are allowed: each can build a value of up
+to 1 GB (PostgreSQL's limit on any one value), and so can `||` in a recursive query or
+`string_agg` over `generate_series`, which no policy over names can refuse; the bound on one
+value is PostgreSQL's own, the time to build it is the statement timeout's, and what the
+caller receives is the result bound's (`statement.py`). Refusing them bounded nothing.
+
+Later majors. `ADDED_FUNCTIONS` holds what PostgreSQL 16, 17 and 18 added, reviewed the same
+way (`scripts/sql-function-candidates.sql` on each major, compared with the one before), and
+`REMOVED_FUNCTIONS` what a major no longer has; `callable_functions(major)` is the list of
+one major. The policy (`policy.py`) accepts the names of every supported major, and the
+second layer (`code_catalog.py`) only the connected server's, so that a name a major lacks
+is refused with the major that has it.
+`tests/unit/test_sql_catalog_lists.py` holds the lists against the running server: every
+name exists on its major, no overload of any name is volatile unless the name is in
+`HARMLESS_VOLATILE`, and every function of pg_catalog is allowed, implements an operator
+(`operator_functions.py`), is support code no query names, or is denied with a reason.
 """
 
 from types import MappingProxyType
 from typing import Final
 
 __all__ = [
+    "ADDED_FUNCTIONS",
+    "ALL_BUILTIN_FUNCTIONS",
     "BUILTIN_FUNCTIONS",
     "DENIED_FUNCTIONS",
     "DENIED_FUNCTION_PREFIXES",
     "ESCAPING_FUNCTIONS",
     "HARMLESS_VOLATILE",
+    "OLDEST_MAJOR",
+    "REMOVED_FUNCTIONS",
+    "SUPPORT_FUNCTIONS",
+    "UNINTERRUPTIBLE",
+    "callable_functions",
     "denial_reason",
+    "first_major_with",
 ]
+
+# The oldest major whose catalog the lists were reviewed against; an older server is held to
+# PostgreSQL 15's list (every later addition is absent from it, and its names exist there).
+OLDEST_MAJOR: Final = 15
 
 # Volatile built-ins that are harmless to call: they read clocks, draw random numbers or
 # report sizes, and change nothing a later call could observe.
@@ -71,6 +95,13 @@ HARMLESS_VOLATILE: Final = frozenset(
         "pg_total_relation_size",
         "random",
         "timeofday",
+        # PostgreSQL 16: random draws.
+        "array_sample",
+        "array_shuffle",
+        "random_normal",
+        # PostgreSQL 18: new UUIDs, drawn at random or from the clock.
+        "uuidv4",
+        "uuidv7",
     }
 )
 
@@ -94,6 +125,7 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "array_append",
         "array_cat",
         "array_dims",
+        "array_fill",
         "array_length",
         "array_lower",
         "array_ndims",
@@ -195,6 +227,7 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "float4",
         "float8",
         "floor",
+        "format",
         "format_type",
         "gcd",
         "gen_random_uuid",
@@ -318,6 +351,7 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "lower",
         "lower_inc",
         "lower_inf",
+        "lpad",
         "lseg",
         "ltrim",
         "macaddr",
@@ -468,7 +502,6 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "point",
         "polygon",
         "popen",
-        "position",
         "pow",
         "power",
         "querytree",
@@ -501,10 +534,11 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "regr_sxx",
         "regr_sxy",
         "regr_syy",
-        "replace",
+        "repeat",
         "reverse",
         "right",
         "round",
+        "rpad",
         "row_number",
         "row_security_active",
         "row_to_json",
@@ -527,7 +561,6 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "sind",
         "sinh",
         "slope",
-        "split_part",
         "sqrt",
         "starts_with",
         "statement_timestamp",
@@ -538,7 +571,6 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "string_to_array",
         "string_to_table",
         "strip",
-        "strpos",
         "substr",
         "substring",
         "sum",
@@ -614,14 +646,142 @@ BUILTIN_FUNCTIONS: Final = frozenset(
         "width",
         "width_bucket",
         "xid",
-        "xpath",
-        "xpath_exists",
+    }
+)
+
+# What PostgreSQL 16, 17 and 18 added to the documented functions of pg_catalog that are
+# free of side effects (the candidates of `scripts/sql-function-candidates.sql` on each major,
+# compared with the one before, reviewed as `BUILTIN_FUNCTIONS` was). Every other new name is
+# denied below or is a monitoring internal (`pg_stat_get_*`).
+ADDED_FUNCTIONS: Final = MappingProxyType(
+    {
+        16: frozenset(
+            {
+                "any_value",
+                "array_sample",
+                "array_shuffle",
+                "date_add",
+                "date_subtract",
+                "erf",
+                "erfc",
+                "json_agg_strict",
+                "json_object_agg_strict",
+                "json_object_agg_unique",
+                "json_object_agg_unique_strict",
+                "jsonb_agg_strict",
+                "jsonb_object_agg_strict",
+                "jsonb_object_agg_unique",
+                "jsonb_object_agg_unique_strict",
+                "random_normal",
+            }
+        ),
+        17: frozenset(
+            {
+                "icu_unicode_version",
+                "jsonb_populate_record_valid",
+                "pg_basetype",
+                "pg_column_toast_chunk_id",
+                "pg_get_wait_events",
+                "to_bin",
+                "to_oct",
+                "to_regtypemod",
+                "unicode_assigned",
+                "unicode_version",
+                "uuid_extract_timestamp",
+                "uuid_extract_version",
+            }
+        ),
+        18: frozenset(
+            {
+                "array_reverse",
+                "array_sort",
+                "bytea",
+                "casefold",
+                "crc32",
+                "crc32c",
+                "gamma",
+                "has_largeobject_privilege",
+                "lgamma",
+                "pg_get_acl",
+                "pg_timezone_abbrevs_abbrevs",
+                "pg_timezone_abbrevs_zone",
+                "uuidv4",
+                "uuidv7",
+            }
+        ),
+    }
+)
+
+# What a major no longer has: PostgreSQL 18 replaced `pg_timezone_abbrevs()` (its view
+# remains) with `pg_timezone_abbrevs_zone()` and `pg_timezone_abbrevs_abbrevs()`.
+REMOVED_FUNCTIONS: Final = MappingProxyType({18: frozenset({"pg_timezone_abbrevs"})})
+
+# Support functions no query names, which PostgreSQL calls for syntax a query may use: a
+# window frame's `RANGE <offset> PRECEDING` (`in_range`) and `TABLESAMPLE SYSTEM` and
+# `BERNOULLI` (their handlers).
+SUPPORT_FUNCTIONS: Final = frozenset({"bernoulli", "in_range", "system"})
+
+
+def callable_functions(major: int) -> frozenset[str]:
+    """Return the reviewed built-ins a query may call on one PostgreSQL major.
+
+    Args:
+        major: The server's major version (15 for 15.4); older ones get 15's list.
+
+    Returns:
+        The names.
+    """
+    names = set(BUILTIN_FUNCTIONS)
+    for since, added in ADDED_FUNCTIONS.items():
+        if major >= since:
+            names |= added
+    for since, removed in REMOVED_FUNCTIONS.items():
+        if major >= since:
+            names -= removed
+    return frozenset(names)
+
+
+def first_major_with(name: str) -> int | None:
+    """Return the first major whose reviewed list holds `name`, or None.
+
+    Args:
+        name: A function's name.
+    """
+    if name in BUILTIN_FUNCTIONS:
+        return OLDEST_MAJOR
+    for since in sorted(ADDED_FUNCTIONS):
+        if name in ADDED_FUNCTIONS[since]:
+            return since
+    return None
+
+
+# Work the statement timeout cannot stop, whose time grows faster than its input: each
+# was measured to run past the statement timeout without noticing it
+# (`tests/unit/test_sql_interrupts.py`), and what it does can be written another way that
+# the timeout does stop. The reason is what the caller is told.
+_UNSTOPPABLE: Final = "the statement timeout cannot stop it"
+UNINTERRUPTIBLE: Final = MappingProxyType(
+    {
+        # libxml2 evaluates XPath without ever checking for interrupts; a 4 KB document and
+        # expression ran 11 s under a 5 s timeout, and cost grows as n^3 and beyond.
+        "xpath": _UNSTOPPABLE + " (libxml2 never checks for cancellation)",
+        "xpath_exists": _UNSTOPPABLE + " (libxml2 never checks for cancellation)",
+        # PostgreSQL's substring search (text_position) checks for interrupts only between
+        # matches; one search for a needle of m bytes in n bytes costs up to n * m steps
+        # (5 MB and 2 KB ran 30 s under a 1 s timeout).
+        "strpos": _UNSTOPPABLE + " (a long search never checks for cancellation); use LIKE "
+        "or regexp_instr()",
+        "position": _UNSTOPPABLE + " (a long search never checks for cancellation); use LIKE "
+        "or regexp_instr()",
+        "replace": _UNSTOPPABLE + " (a long search never checks for cancellation); use "
+        "regexp_replace()",
+        "split_part": _UNSTOPPABLE + " (a long search never checks for cancellation); use "
+        "regexp_split_to_array()",
     }
 )
 
 _RUNS_SQL_TEXT: Final = "it runs SQL given as a string, which the policy cannot check"
 _TAKES_XID: Final = "it takes a transaction id even in a read-only transaction"
-_AMPLIFIES: Final = "one call can allocate up to 1 GB of server memory"
 _FILES: Final = "it reads the server's file system"
 _SIGNALS: Final = "it signals or controls server processes"
 _WAL: Final = "it writes WAL or controls replication, outside the transaction"
@@ -635,7 +795,6 @@ _INDEX_WRITE: Final = "it writes to an index"
 # rolled-back read-only transaction, or defeats another control.
 DENIED_FUNCTIONS: Final = MappingProxyType(
     {
-        "array_fill": _AMPLIFIES,
         "brin_desummarize_range": _INDEX_WRITE,
         "brin_summarize_new_values": _INDEX_WRITE,
         "brin_summarize_range": _INDEX_WRITE,
@@ -645,12 +804,10 @@ DENIED_FUNCTIONS: Final = MappingProxyType(
         "database_to_xml": _RUNS_SQL_TEXT,
         "database_to_xml_and_xmlschema": _RUNS_SQL_TEXT,
         "database_to_xmlschema": _RUNS_SQL_TEXT,
-        "format": _AMPLIFIES + " (a field width pads without bound); use concat() or ||",
         "gin_clean_pending_list": _INDEX_WRITE,
         "lastval": _SEQUENCES,
         "loread": _LARGE_OBJECTS,
         "lowrite": _LARGE_OBJECTS,
-        "lpad": _AMPLIFIES,
         "nextval": _SEQUENCES,
         "pg_cancel_backend": _SIGNALS,
         "pg_create_restore_point": _WAL,
@@ -658,6 +815,14 @@ DENIED_FUNCTIONS: Final = MappingProxyType(
         "pg_current_xact_id": _TAKES_XID,
         "pg_current_xact_id_if_assigned": _TAKES_XID,
         "pg_export_snapshot": "it exports a snapshot to other sessions",
+        "pg_input_error_info": "it runs the input function of a type named in a string",
+        "pg_input_is_valid": "it runs the input function of a type named in a string",
+        "pg_get_sequence_data": _SEQUENCES,
+        "pg_restore_attribute_stats": "it writes planner statistics",
+        "pg_restore_relation_stats": "it writes planner statistics",
+        "pg_clear_attribute_stats": "it writes planner statistics",
+        "pg_clear_relation_stats": "it writes planner statistics",
+        "pg_sync_replication_slots": _WAL,
         "pg_import_system_collations": "it creates collations",
         "pg_log_backend_memory_contexts": _SIGNALS,
         "pg_notify": "notifications reach other sessions",
@@ -672,8 +837,6 @@ DENIED_FUNCTIONS: Final = MappingProxyType(
         "query_to_xml": _RUNS_SQL_TEXT,
         "query_to_xml_and_xmlschema": _RUNS_SQL_TEXT,
         "query_to_xmlschema": _RUNS_SQL_TEXT,
-        "repeat": _AMPLIFIES,
-        "rpad": _AMPLIFIES,
         "schema_to_xml": _RUNS_SQL_TEXT,
         "schema_to_xml_and_xmlschema": _RUNS_SQL_TEXT,
         "schema_to_xmlschema": _RUNS_SQL_TEXT,
@@ -735,6 +898,11 @@ ESCAPING_FUNCTIONS: Final = MappingProxyType(
 )
 
 
+# The names the policy (`policy.py`) accepts: those of every supported major. The second
+# layer holds a query to the connected server's own list.
+ALL_BUILTIN_FUNCTIONS: Final = BUILTIN_FUNCTIONS.union(*ADDED_FUNCTIONS.values())
+
+
 def denial_reason(name: str) -> str | None:
     """Return why a function is refused by name, or None when no entry denies it.
 
@@ -744,7 +912,7 @@ def denial_reason(name: str) -> str | None:
     Returns:
         The reason, a clause that follows "function x() is not allowed: ".
     """
-    reason = DENIED_FUNCTIONS.get(name)
+    reason = DENIED_FUNCTIONS.get(name) or UNINTERRUPTIBLE.get(name)
     if reason is not None:
         return reason
     for prefix, prefix_reason in DENIED_FUNCTION_PREFIXES.items():

@@ -45,7 +45,7 @@ from pglast import parser as _pg
 from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools.sql.functions import BUILTIN_FUNCTIONS, denial_reason
+from mcp_server_suite.tools.sql.functions import ALL_BUILTIN_FUNCTIONS, denial_reason
 
 __all__ = [
     "ALLOWED_NODES",
@@ -315,12 +315,13 @@ class FunctionPolicy:
 
     Attributes:
         builtins: Side-effect-free pg_catalog functions, callable unqualified or as
-            `pg_catalog.name`.
+            `pg_catalog.name`: those of every supported major (`functions.py`); the second
+            layer (`verifier.py`) holds a query to the connected server's own.
         extra: Names the operator allows on top (`MCP_SQL_ALLOWED_FUNCTIONS`), lower-case; an
             unqualified entry allows unqualified calls, `schema.name` allows that spelling.
     """
 
-    builtins: frozenset[str] = BUILTIN_FUNCTIONS
+    builtins: frozenset[str] = ALL_BUILTIN_FUNCTIONS
     extra: frozenset[str] = frozenset()
 
     def ensure_allowed(self, schema: str | None, name: str) -> None:

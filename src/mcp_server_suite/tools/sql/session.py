@@ -65,6 +65,9 @@ Rules:
    plan than of any result. A plan in one row (`FORMAT JSON`) larger than the bound is
    refused, as a first row past the bound is; its transfer is bounded by the statement
    timeout alone.
+10. A statement seen for the first time is resolved before it runs, in a round trip of its
+    own (`ReadOnlyDatabase.resolve`, `probe.py`): the same pins, guard and read-back, and
+    the statement parsed, never executed.
 """
 
 import asyncio
@@ -75,7 +78,7 @@ import re
 import select
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -133,6 +136,7 @@ __all__ = [
     "UNCHANGED_GUARD_NAME",
     "DatabaseUnavailable",
     "FetchedRows",
+    "ParseOnly",
     "ReadOnlyDatabase",
     "SessionPins",
     "fetch_read_only",
@@ -645,6 +649,79 @@ class ReadOnlyDatabase:
                 self._shared = True
             raise
 
+    def trusted_schemas(self) -> tuple[str, ...]:
+        """The schemas of the trusted extensions, after pg_catalog in `search_path`.
+
+        Raises:
+            DatabaseUnavailable: No connection has been set up yet.
+        """
+        return self._set_up_pins().schemas
+
+    async def resolve(self, query: str, newer_literal: str | None = None) -> bytes:
+        """Have PostgreSQL resolve a checked query, without running it (`probe.py`).
+
+        Args:
+            query: The query as it would run, its relations qualified.
+            newer_literal: `ExecutableStatement.newer_literal` of the statement.
+
+        Returns:
+            The tree PostgreSQL resolved it to, as node text.
+
+        Raises:
+            ToolFailure: The role audit or PostgreSQL refused the query, it timed out, or every
+                connection stayed busy (in-band problems).
+            DatabaseUnavailable: PostgreSQL could not be reached or failed.
+        """
+        from mcp_server_suite.tools.sql.probe import resolve_tree  # noqa: PLC0415
+
+        async def body(conn: AsyncConnection[Any]) -> bytes:
+            pins = await self._ready(conn, newer_literal)
+            try:
+                tree = await resolve_tree(
+                    conn,
+                    query,
+                    pins=pins,
+                    guard=_PROBE_GUARD,
+                    client_timeout=self._query_timeout + CLIENT_GRACE_S,
+                )
+            except ToolFailure as failure:
+                if failure.problem.metadata.get("sqlstate") == "42P01":
+                    raise self._with_search_hint(failure) from failure.__cause__
+                raise
+            except _GuardRefusedError:
+                raise refusal(await self._audit(conn) or [_RACE]) from None
+            # The probe ended with its own read-back (Rule 6).
+            self._cleaned.add(conn)
+            return tree
+
+        return await self._with_connection(body)
+
+    async def read_catalog(self, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run one of the server's own fixed catalog queries on a pooled connection.
+
+        Args:
+            query: The query (a constant of this package, never a caller's text).
+            params: Its parameters.
+
+        Returns:
+            Its rows.
+
+        Raises:
+            ToolFailure: Every connection stayed busy (in-band, retryable).
+            DatabaseUnavailable: PostgreSQL could not be reached or failed.
+        """
+
+        async def body(conn: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            try:
+                cursor = await conn.execute(query, params)
+                return [tuple(row) for row in await cursor.fetchall()]
+            except psycopg.Error as exc:
+                raise DatabaseUnavailable(
+                    f"a catalog query failed: {type(exc).__name__} (SQLSTATE {exc.sqlstate})"
+                ) from exc
+
+        return await self._with_connection(body)
+
     async def _with_connection(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         try:
             return await self._on_one_connection(body)
@@ -665,9 +742,9 @@ class ReadOnlyDatabase:
                 # The statements run outside the call's round trip (the catalog, an audit).
                 raise translate_database_error(exc, self._statement_timeout_ms) from exc
 
-    async def _run_on(
-        self, conn: AsyncConnection[Any], statement: ExecutableStatement
-    ) -> FetchedRows:
+    async def _ready(self, conn: AsyncConnection[Any], newer_literal: str | None) -> SessionPins:
+        # Before a connection runs anything of a call: its pins, the server's reading of the
+        # statement, and its audit. Returns the pins.
         if self._shared:
             raise shared_session_failure()
         problems = self._problems.get(conn)
@@ -679,7 +756,7 @@ class ReadOnlyDatabase:
             raise
         # What runs must be read as it was checked: the server's grammar decides (policy.py,
         # Rule 6). Its version came with the connection, so this costs no round trip.
-        ensure_read_alike(statement.newer_literal, conn.pgconn.server_version)
+        ensure_read_alike(newer_literal, conn.pgconn.server_version)
         if problems is None or problems:
             # Rule 2: a connection whose audit failed (or, were there one, that was never
             # audited) runs nothing until an audit passes; it is audited again on each use,
@@ -687,6 +764,12 @@ class ReadOnlyDatabase:
             problems = await self._audit(conn)
             if problems:
                 raise refusal(problems)
+        return pins
+
+    async def _run_on(
+        self, conn: AsyncConnection[Any], statement: ExecutableStatement
+    ) -> FetchedRows:
+        pins = await self._ready(conn, statement.newer_literal)
         last = self._guarded_at.get(conn, "")
         unchanged = conn in self._unchanged
         read = await self._read(
@@ -870,6 +953,11 @@ class _NotRun(Exception):  # A signal between two layers, never shown.
     pass
 
 
+class _GuardRefusedError(Exception):
+    # The probe's guard failed (`probe.py`): the audit names why.
+    pass
+
+
 class _GuardFailed:
     # The read's guard failed: the role could run code nobody trusted or, for the guard's
     # short form, the cluster's snapshot moved (Rule 4).
@@ -909,6 +997,21 @@ class _Prepared:
 
 
 _READ_BACK_STATEMENT: Final = _Prepared(READ_BACK_NAME.encode("ascii"))
+# The guard a probe sends (`probe.py`): the full form, given no snapshot, so that its checks
+# always run (a probe is rare: once per query shape and catalog reading).
+_PROBE_GUARD: Final = _Prepared(GUARD_NAME.encode("ascii"), (b"",))
+
+
+@dataclass(frozen=True, slots=True)
+class ParseOnly:
+    """A statement sent as the unnamed statement's Parse alone (`probe.py`): PostgreSQL
+    analyses and rewrites it, and executes nothing.
+
+    Attributes:
+        sql: The statement's text, in the connection's encoding.
+    """
+
+    sql: bytes
 
 
 def _rows_or_raise(outcome: "FetchedRows | ToolFailure | _GuardFailed") -> FetchedRows:
@@ -1089,7 +1192,7 @@ async def _end_aborted(
 
 async def _round_trip(
     conn: AsyncConnection[Any],
-    statements: Sequence["bytes | _Prepared | _Streamed"],
+    statements: Sequence["bytes | _Prepared | _Streamed | ParseOnly"],
     *,
     client_timeout: float,
     statement_timeout_ms: int,
@@ -1209,7 +1312,7 @@ def _ensure_completed(results: Sequence[PGresult]) -> None:
 
 def _pipeline(
     pgconn: PGconn,
-    statements: Sequence["bytes | _Prepared | _Streamed"],
+    statements: Sequence["bytes | _Prepared | _Streamed | ParseOnly"],
     received: list[PGresult],
 ) -> PQGen[list[PGresult]]:
     """Send the statements in pipeline mode, ended by one Sync, and collect their results.
@@ -1223,7 +1326,7 @@ def _pipeline(
         pgconn: The idle connection.
         statements: SQL texts, each sent as one extended-protocol statement, prepared
             statements, run by name, and statements whose rows are taken one at a time
-            within bounds (`_Streamed`).
+            within bounds (`_Streamed`), and statements only parsed (`ParseOnly`).
         received: Where each result is appended as it arrives (what a failure leaves there
             tells whether the first statement ran).
 
@@ -1240,6 +1343,8 @@ def _pipeline(
             pgconn.send_query_prepared(statement.name, statement.params or None)
         elif isinstance(statement, _Streamed):
             pgconn.send_query_params(statement.sql, None)
+        elif isinstance(statement, ParseOnly):
+            pgconn.send_prepare(b"", statement.sql)
         else:
             pgconn.send_query_params(statement, None)
     # One Sync, so that libpq flushes once and PostgreSQL answers the whole pipeline at once.

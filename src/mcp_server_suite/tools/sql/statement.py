@@ -170,6 +170,8 @@ class ExecutableStatement:
         newer_literal: A numeric literal that servers older than PostgreSQL 16 read otherwise
             (`policy.ensure_read_alike`), or None.
         qualified: The schema written before each unqualified relation name, by name.
+        query: The caller's query as it runs, qualified and without the wrapper or EXPLAIN
+            (what `probe.py` has PostgreSQL resolve); empty for the server's own queries.
     """
 
     sql: str
@@ -179,6 +181,7 @@ class ExecutableStatement:
     wrapped: bool = True
     newer_literal: str | None = None
     qualified: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    query: str = ""
 
 
 class RelationCatalog:
@@ -268,6 +271,7 @@ def render_statement(
             wrapped=False,
             newer_literal=checked.newer_literal,
             qualified=MappingProxyType(qualified),
+            query=query,
         )
     sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
     # Rule 3, on the JSON texts of the trees (far cheaper than walking them): the caller's
@@ -284,6 +288,7 @@ def render_statement(
         max_result_bytes,
         newer_literal=checked.newer_literal,
         qualified=MappingProxyType(qualified),
+        query=query,
     )
 
 
@@ -363,6 +368,7 @@ def render_same_shape(
         max_result_bytes,
         newer_literal=newer_numeric_literal(source),
         qualified=like.qualified,
+        query=query,
     )
 
 

@@ -8,7 +8,8 @@ Rules:
 2. A call meets the layers in the order of the package's files: the policy refuses what it
    forbids before any connection is touched (`policy.py`); the statement that runs is the
    checked one with its relations qualified from the catalog, bounded in rows and bytes, and
-   proved by a second parse (`statement.py`); the role audit refuses while the role could
+   proved by a second parse (`statement.py`); what PostgreSQL resolves it to is checked
+   before it first runs (`verifier.py`); the role audit refuses while the role could
    run untrusted code (`role_audit.py`); the read runs in a read-only transaction that is
    always rolled back, on a session whose `search_path` holds trusted schemas only
    (`session.py`); values become JSON within the response bound (`values.py`).
@@ -16,7 +17,10 @@ Rules:
    of the most recent distinct calls are kept until the catalog is read again. So are the
    shapes of the most recent statements checked (`statement.py`, Rule 5): a query of a shape
    checked before, whose constants alone differ, is parsed by PostgreSQL's grammar to find
-   its shape, and its statement is built from that parse without walking it again.
+   its shape, and its statement is built from that parse without walking it again. Shapes
+   are kept by `verifier.verdict_key` (the shape and what of its constants can change how
+   PostgreSQL resolves it), and only once their resolved tree passed: the cached path asks
+   PostgreSQL nothing more.
 4. A call arrives by `run_checked` (the registry's rule 7): its arguments are validated as
    they arrived and its result checked against `ReadOnlySQLResult` once, as JSON data, then
    written as JSON text by the model's own serializer, which is what the generic path's
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     from mcp_server_suite.tools.sql.role_audit import TrustedCode
     from mcp_server_suite.tools.sql.session import FetchedRows, ReadOnlyDatabase
     from mcp_server_suite.tools.sql.statement import ExecutableStatement, RelationCatalog
+    from mcp_server_suite.tools.sql.verifier import CodeVerifier
 
 __all__ = [
     "DESCRIPTION",
@@ -184,6 +189,7 @@ class SQLTool:
         # The statements built for the most recent shapes (Rule 3), for the same catalog.
         self._shapes: OrderedDict[str, ExecutableStatement] = OrderedDict()
         self._checked_for: RelationCatalog | None = None
+        self._verifier: CodeVerifier | None = None
 
     async def run(self, params: ReadOnlySQLParams) -> ReadOnlySQLResult:
         """Check and run one query.
@@ -230,7 +236,10 @@ class SQLTool:
         from mcp_server_suite.tools.sql.policy import FunctionPolicy  # noqa: PLC0415  # Rule 1.
         from mcp_server_suite.tools.sql.statement import (  # noqa: PLC0415  # Rule 1.
             render_statement,
-            statement_shape,
+        )
+        from mcp_server_suite.tools.sql.verifier import (  # noqa: PLC0415  # Rule 1.
+            CodeVerifier,
+            verdict_key,
         )
 
         key = (params.query, params.max_rows)
@@ -273,6 +282,12 @@ class SQLTool:
             max_result_bytes=self._settings.sql_max_result_bytes,
         )
         statement = await run_blocking(render) if long_query else render()
+        # Rule 2: what PostgreSQL resolves the statement to is checked before it ever runs.
+        if self._verifier is None:
+            self._verifier = CodeVerifier(
+                trusted_code(self._settings), self._settings.sql_allowed_functions
+            )
+        await self._verifier.ensure_verified(database, statement, catalog)
         if self._checked_for is not catalog:
             self._checked.clear()
             self._shapes.clear()
@@ -281,7 +296,7 @@ class SQLTool:
         if checked.explain_format is None and not long_query and complete(catalog):
             # A shape whose relations were all found: a query that names one not found yet
             # takes the full path, which reads the catalog again for it.
-            _remember(self._shapes, statement_shape(checked.statement.tree), statement)
+            _remember(self._shapes, verdict_key(checked.statement.tree), statement)
         return statement
 
     def _same_shape(self, params: ReadOnlySQLParams) -> "ExecutableStatement | None":
@@ -292,8 +307,8 @@ class SQLTool:
         from mcp_server_suite.tools.sql.policy import parse_tree_text  # noqa: PLC0415  # Rule 1.
         from mcp_server_suite.tools.sql.statement import (  # noqa: PLC0415  # Rule 1.
             render_same_shape,
-            statement_shape,
         )
+        from mcp_server_suite.tools.sql.verifier import verdict_key  # noqa: PLC0415  # Rule 1.
 
         if not self._shapes or len(params.query) > INLINE_POLICY_CHARS:
             return None
@@ -301,7 +316,7 @@ class SQLTool:
             tree = parse_tree_text(params.query)
         except ToolFailure:
             return None
-        shape = statement_shape(tree)
+        shape = verdict_key(tree)
         like = self._shapes.get(shape)
         if like is None:
             return None
