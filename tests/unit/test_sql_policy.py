@@ -85,20 +85,24 @@ def test_corners_of_the_grammar_pass(text: str) -> None:
 def test_trees_the_grammar_cannot_build_today_are_refused_by_the_walk() -> None:
     # A member that is neither a tagged node nor a known inline one, and an operator kind
     # outside the list: what a later grammar could bring, refused until reviewed. The refusal
-    # quotes the caller's text at the node's offset, never the node's name.
+    # quotes the caller's text at the node's offset (or, for a node without one, at the
+    # innermost node around it that has one), never the node's name.
     walker = _Walker(b"SELECT weird", FunctionPolicy(), frozenset({"public"}))
     with pytest.raises(ToolFailure) as caught:
         walker.check("SelectStmt", {"targetList": [{"mystery": {"location": 7}}]})
     assert (
         caught.value.problem.detail
-        == "A construct of this query is not allowed in a read-only query."
+        == "The construct at the start of 'SELECT weird' is not allowed in a read-only query."
     )
+    with pytest.raises(ToolFailure) as caught:
+        walker.check("ResTarget", {"location": 7, "val": {"mystery": {"x": 1}}})
+    assert caught.value.problem.detail.startswith("The construct at 'weird'")
     with pytest.raises(ToolFailure) as caught:
         walker.check("A_Expr", {"kind": "AEXPR_FUTURE", "name": [], "location": 7})
     assert caught.value.problem.detail.startswith("The construct at 'weird'")
     with pytest.raises(ToolFailure) as caught:
         walker.check("FutureNode", {"location": 99})
-    assert caught.value.problem.detail.startswith("A construct of this query")
+    assert caught.value.problem.detail.startswith("The construct at the start of")
 
 
 def test_same_tree_ignores_offsets_only() -> None:

@@ -326,3 +326,68 @@ def test_no_query_resolving_to_a_refused_function_ever_runs(
             assert "resolved" not in outcome.detail, (text, outcome.detail)
     else:
         assert json.dumps(result.rows)
+
+
+# --- Item 7: what an analyst could not do -------------------------------------------------
+
+# SQL/JSON syntax, with the first major that reads it and its result there.
+_JSON_SYNTAX: Final = [
+    (16, "SELECT JSON_OBJECT('a': 1) AS j", [[{"a": 1}]]),
+    (16, "SELECT JSON_ARRAYAGG(x ORDER BY x) AS j FROM (VALUES (2), (1)) AS s(x)", [[[1, 2]]]),
+    (16, "SELECT JSON_OBJECTAGG(k : v) AS j FROM (VALUES ('a', 1)) AS s(k, v)", [[{"a": 1}]]),
+    (16, "SELECT '{}' IS JSON OBJECT AS j", [[True]]),
+    (17, "SELECT JSON_VALUE('{\"a\": 7}', '$.a' RETURNING int) AS j", [[7]]),
+    (
+        17,
+        "SELECT * FROM JSON_TABLE('[1, 2]'::jsonb, '$[*]' COLUMNS (a int PATH '$')) AS j",
+        [[1], [2]],
+    ),
+]
+
+
+@pytest.mark.parametrize(("since", "text", "rows"), _JSON_SYNTAX)
+def test_sql_json_runs_where_the_server_has_it_and_is_named_where_not(
+    postgres_server: PostgresServer, since: int, text: str, rows: list[list[Any]]
+) -> None:
+    settings = reader_settings(postgres_server)
+    if major(postgres_server) >= since:
+        assert query(settings, text).rows == rows
+    else:
+        failure = query_failure(settings, text)
+        assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+        assert f"needs PostgreSQL {since} or later" in failure.problem.detail
+        assert "construct of this query" not in failure.problem.detail
+
+
+def test_show_is_current_setting(postgres_server: PostgresServer) -> None:
+    settings = reader_settings(postgres_server)
+    shown = query(settings, "SHOW timezone").rows
+    assert shown == query(settings, "SELECT current_setting('TimeZone')").rows == [["UTC"]]
+    assert query(settings, "SHOW TRANSACTION ISOLATION LEVEL").rows == [["read committed"]]
+    failure = query_failure(settings, "SHOW data_directory")
+    assert failure.problem.code is MCPErrorCode.ACCESS_DENIED
+    assert query_failure(settings, "SHOW ALL").problem.detail.startswith("SHOW ALL")
+
+
+def test_types_of_the_exposed_schemas_are_named_like_relations(
+    postgres_server: PostgresServer,
+) -> None:
+    settings = reader_settings(postgres_server)
+    assert query(settings, "SELECT 'a'::public.mood AS m").rows == [["a"]]
+    assert query(settings, "SELECT enum_range(NULL::public.mood) AS r").rows == [["{a}"]]
+    unqualified = query_failure(settings, "SELECT 'a'::mood")
+    assert "its schema of MCP_SQL_SCHEMAS (public.mood)" in unqualified.problem.detail
+    # The cast from integer runs planted code: refused as PostgreSQL resolves it.
+    planted = query_failure(settings, "SELECT 1::public.mood")
+    assert planted.problem.code is MCPErrorCode.QUERY_VIOLATION
+    assert "public.evil_cast(integer)" in planted.problem.detail
+    assert "a cast" in planted.problem.detail
+
+
+def test_a_name_in_a_string_gets_the_hint_that_fits(postgres_server: PostgresServer) -> None:
+    settings = reader_settings(postgres_server)
+    failure = query_failure(settings, "SELECT 'v'::regclass")
+    assert "named in a string" in failure.problem.detail
+    assert "(public.v)" in failure.problem.detail
+    assert "sql_schema lists them" not in failure.problem.detail
+    assert query(settings, "SELECT 'public.v'::regclass::text AS r").rows == [["public.v"]]

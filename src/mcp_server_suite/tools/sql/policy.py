@@ -11,8 +11,9 @@ Rules:
 3. Every node of the tree is a node type in `ALLOWED_NODES` and holds only the fields listed
    for it there. A node or field a later PostgreSQL adds (a new clause, a new option) is
    refused until it is reviewed: the tree is checked against allowlists, never a denylist.
-4. Names. A function must be on the `FunctionPolicy` allowlist. Operators, types and
-   collations may be qualified with `pg_catalog` only, and `xml` is no type a query may name.
+4. Names. A function must be on the `FunctionPolicy` allowlist. Operators and collations
+   may be qualified with `pg_catalog` only; types with `pg_catalog`, `information_schema` or
+   a schema of `MCP_SQL_SCHEMAS`, like relations; `xml` is no type a query may name.
    Relations may be qualified with `pg_catalog`, `information_schema` or a schema of
    `MCP_SQL_SCHEMAS`; unqualified ones are collected, for `statement.py` to qualify from the
    catalog (the session's `search_path` holds only trusted schemas, so an unqualified name
@@ -64,6 +65,7 @@ __all__ = [
     "parse_tree_json",
     "parse_untrusted_sql",
     "same_tree",
+    "show_as_select",
 ]
 
 # The contract's row cap: `max_rows` is 1 to 50 and results carry at most 50 rows.
@@ -116,8 +118,10 @@ _SAMPLING_METHODS: Final = frozenset({"system", "bernoulli"})
 # PostgreSQL's parse nodes (src/include/nodes/parsenodes.h); `location` and the other byte
 # offsets are implied. Left out on purpose: every statement but SELECT and EXPLAIN,
 # `IntoClause` (SELECT INTO), `LockingClause` (FOR UPDATE), `ParamRef` (bind parameters),
-# `XmlExpr`, `XmlSerialize` and `RangeTableFunc` (XML documents and XMLTABLE), and the JSON
-# constructors and JSON_TABLE, which PostgreSQL 15 and older do not parse.
+# `XmlExpr`, `XmlSerialize` and `RangeTableFunc` (XML documents and XMLTABLE). The SQL/JSON
+# constructors and predicates (PostgreSQL 16) and query functions and JSON_TABLE (17) are
+# allowed: what they run is checked as PostgreSQL resolves them (`verifier.py`), and a server
+# that lacks them refuses their syntax, which `verifier.py` names with the major that has it.
 ALLOWED_NODES: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
     {
         "SelectStmt": frozenset(
@@ -246,6 +250,55 @@ ALLOWED_NODES: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         ),
         "ColumnDef": frozenset({"colname", "typeName", "is_local", "collClause"}),
         "RangeTableSample": frozenset({"relation", "method", "args", "repeatable"}),
+        "JsonObjectConstructor": frozenset({"exprs", "output", "absent_on_null", "unique"}),
+        "JsonArrayConstructor": frozenset({"exprs", "output", "absent_on_null"}),
+        "JsonArrayQueryConstructor": frozenset({"query", "output", "format", "absent_on_null"}),
+        "JsonObjectAgg": frozenset({"constructor", "arg", "absent_on_null", "unique"}),
+        "JsonArrayAgg": frozenset({"constructor", "arg", "absent_on_null"}),
+        "JsonAggConstructor": frozenset({"output", "agg_filter", "agg_order", "over"}),
+        "JsonKeyValue": frozenset({"key", "value"}),
+        "JsonValueExpr": frozenset({"raw_expr", "formatted_expr", "format"}),
+        "JsonOutput": frozenset({"typeName", "returning"}),
+        "JsonReturning": frozenset({"format", "typid", "typmod"}),
+        "JsonFormat": frozenset({"format_type", "encoding"}),
+        "JsonIsPredicate": frozenset({"expr", "format", "item_type", "unique_keys"}),
+        "JsonParseExpr": frozenset({"expr", "output", "unique_keys"}),
+        "JsonScalarExpr": frozenset({"expr", "output"}),
+        "JsonSerializeExpr": frozenset({"expr", "output"}),
+        "JsonFuncExpr": frozenset(
+            {
+                "op",
+                "column_name",
+                "context_item",
+                "pathspec",
+                "passing",
+                "output",
+                "on_empty",
+                "on_error",
+                "wrapper",
+                "quotes",
+            }
+        ),
+        "JsonArgument": frozenset({"val", "name"}),
+        "JsonBehavior": frozenset({"btype", "expr", "coerce"}),
+        "JsonTable": frozenset(
+            {"context_item", "pathspec", "passing", "columns", "on_error", "alias", "lateral"}
+        ),
+        "JsonTableColumn": frozenset(
+            {
+                "coltype",
+                "name",
+                "typeName",
+                "pathspec",
+                "format",
+                "wrapper",
+                "quotes",
+                "columns",
+                "on_empty",
+                "on_error",
+            }
+        ),
+        "JsonTablePathSpec": frozenset({"string", "name"}),
     }
 )
 
@@ -272,6 +325,33 @@ _INLINE_FIELDS: Final = MappingProxyType(
 )
 # `larg` and `rarg` are untagged only in a set operation; a join holds tagged nodes there.
 _TAGGED_ONLY_IN: Final = frozenset({"JoinExpr"})
+# Untagged fields of the SQL/JSON nodes, whose type depends on the node that holds them.
+_INLINE_BY_PARENT: Final = MappingProxyType(
+    {
+        ("JsonObjectAgg", "constructor"): "JsonAggConstructor",
+        ("JsonArrayAgg", "constructor"): "JsonAggConstructor",
+        ("JsonObjectAgg", "arg"): "JsonKeyValue",
+        ("JsonArrayAgg", "arg"): "JsonValueExpr",
+        ("JsonKeyValue", "value"): "JsonValueExpr",
+        ("JsonArgument", "val"): "JsonValueExpr",
+        ("JsonParseExpr", "expr"): "JsonValueExpr",
+        ("JsonSerializeExpr", "expr"): "JsonValueExpr",
+        ("JsonFuncExpr", "context_item"): "JsonValueExpr",
+        ("JsonTable", "context_item"): "JsonValueExpr",
+        ("JsonTable", "pathspec"): "JsonTablePathSpec",
+        ("JsonTableColumn", "pathspec"): "JsonTablePathSpec",
+        ("JsonOutput", "returning"): "JsonReturning",
+        ("JsonFuncExpr", "on_empty"): "JsonBehavior",
+        ("JsonFuncExpr", "on_error"): "JsonBehavior",
+        ("JsonTable", "on_error"): "JsonBehavior",
+        ("JsonTableColumn", "on_empty"): "JsonBehavior",
+        ("JsonTableColumn", "on_error"): "JsonBehavior",
+    }
+)
+# Untagged fields of the SQL/JSON nodes that hold the same type wherever they appear.
+_JSON_INLINE: Final = MappingProxyType(
+    {"output": "JsonOutput", "format": "JsonFormat", "typeName": "TypeName"}
+)
 
 # What the caller is told about the constructs refused most often, by node type.
 _REFUSED: Final = MappingProxyType(
@@ -305,6 +385,7 @@ _UNQUOTED_NAME: Final = re.compile(r"[a-z_][a-z0-9_$]*(?:\.[a-z_][a-z0-9_$]*)?")
 # the text that runs, and mean nothing else.
 LOCATION_KEYS: Final = frozenset(
     {"location", "stmt_location", "stmt_len", "list_start", "list_end", "arg_location"}
+    | {"name_location"}
     | {"rexpr_list_start", "rexpr_list_end"}
 )
 
@@ -515,6 +596,28 @@ def parse_untrusted_sql(text: str) -> ParsedStatement:
     return ParsedStatement(source=source, start=start, end=end, root=root, fields=fields, tree=tree)
 
 
+def show_as_select(statement: ParsedStatement) -> str:
+    """Return the query `SHOW name` means: `SELECT pg_catalog.current_setting('name')`.
+
+    Args:
+        statement: A parsed `SHOW`.
+
+    Returns:
+        The SELECT, whose one column is named as the setting.
+
+    Raises:
+        ToolFailure: `SHOW ALL` (`MCP_QUERY_VIOLATION`).
+    """
+    name = str(statement.fields.get("name", ""))
+    if name == "all":
+        raise _violation(
+            "SHOW ALL is not allowed; SELECT name, setting FROM pg_settings lists them."
+        )
+    literal = "'" + name.replace("'", "''") + "'"
+    alias = '"' + name.replace('"', '""') + '"'
+    return f"SELECT pg_catalog.current_setting({literal}) AS {alias}"
+
+
 def check_untrusted_tree(
     statement: ParsedStatement,
     functions: FunctionPolicy,
@@ -697,8 +800,14 @@ class _Walker:
         self._schemas = schemas
         self.relations: list[RelationRef] = []
         self.ctes: set[str] = set()
+        # The offset of the innermost node with one: a node without an offset is named by
+        # the caller's text around the node that holds it.
+        self._near = -1
 
     def check(self, tag: str, fields: dict[str, Any]) -> None:
+        offset = fields.get("location")
+        if isinstance(offset, int) and offset >= 0:
+            self._near = offset
         allowed = ALLOWED_NODES.get(tag)
         if allowed is None:
             raise _violation(f"{self._describe(tag, fields)} is not allowed in a read-only query.")
@@ -729,7 +838,9 @@ class _Walker:
             if key[:1].isupper() and isinstance(inner, dict):
                 self.check(key, inner)
                 return
-        inline = _INLINE_FIELDS.get(name)
+        inline = _INLINE_BY_PARENT.get((parent, name)) or _INLINE_FIELDS.get(name)
+        if inline is None and parent.startswith("Json"):
+            inline = _JSON_INLINE.get(name)
         if inline is None or (parent in _TAGGED_ONLY_IN and name in ("larg", "rarg")):
             raise _violation(
                 f"{self._describe(parent, value)} is not allowed in a read-only query."
@@ -743,10 +854,13 @@ class _Walker:
         if refused is not None:
             return refused
         offset = fields.get("location") if isinstance(fields, Mapping) else None
-        if isinstance(offset, int) and 0 <= offset < len(self._source):
+        if not isinstance(offset, int) or offset < 0:
+            offset = self._near
+        if 0 <= offset < len(self._source):
             excerpt = self._source[offset : offset + 24].decode("utf-8", errors="replace")
             return f"The construct at {quote(excerpt.split(chr(10))[0], 24)}"
-        return "A construct of this query"
+        start = self._source[:24].decode("utf-8", "replace")
+        return f"The construct at the start of {quote(start, 24)}"
 
     # -- Names ---------------------------------------------------------------------------
 
@@ -779,10 +893,15 @@ class _Walker:
     def type_name(self, fields: dict[str, Any]) -> None:
         schema, name = self._qualified(fields.get("names", []), "type")
         shown = _shown(name if schema is None else f"{schema}.{name}")
-        if schema is not None and schema != "pg_catalog":
+        # A type of MCP_SQL_SCHEMAS may be named qualified, as its relations may: the code it
+        # runs (input, output, CHECK constraints) is checked as PostgreSQL resolves it
+        # (`verifier.py`). information_schema's types are built in.
+        if schema is not None and schema != "pg_catalog" and schema not in self._schemas:
             raise _violation(
-                f"The type {shown} is not allowed: only built-in types may be named, "
-                "unqualified or qualified with pg_catalog."
+                f"The type {shown} is not allowed: types may be qualified with pg_catalog, "
+                "information_schema or a schema of MCP_SQL_SCHEMAS ("
+                + ", ".join(sorted(self._schemas - TRUSTED_RELATION_SCHEMAS))
+                + ") only."
             )
         if name == "xml":
             raise _violation("The xml type is not allowed: casts to xml parse caller documents.")

@@ -202,6 +202,8 @@ _REFUSED_LABELS: Final = MappingProxyType(
 _RTE_KINDS: Final = frozenset({"0", "1", "2", "3", "4", "5", "6", "8", "9"})
 # The query kind of a SELECT (CmdType CMD_SELECT).
 _SELECT: Final = "1"
+# How a FuncExpr was written when it is a cast (CoercionForm: explicit, implicit).
+_CAST_FORMATS: Final = frozenset({"1", "2"})
 # The kind of a Param built for a sublink (PARAM_SUBLINK); a bind parameter is refused.
 _SUBLINK_PARAM: Final = "2"
 # The table function kind of JSON_TABLE (TFT_JSON_TABLE); XMLTABLE is refused.
@@ -320,6 +322,8 @@ def _special(
         return False
     if node.label == "RANGETBLENTRY":
         return _range_entry(values, own, found, pending)
+    if node.label == "FUNCEXPR" and values.get("funcformat") in _CAST_FORMATS:
+        found.functions.setdefault(_oid(values.get("funcid", "0")), "a cast")
     if node.label == "PARAM" and values.get("paramkind") != _SUBLINK_PARAM:
         raise ResolutionError("a bind parameter")
     if node.label == "TABLEFUNC" and values.get("functype") != _JSON_TABLE:

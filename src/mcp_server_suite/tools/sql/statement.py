@@ -99,7 +99,7 @@ _WRAPPER: Final = (
 # text that was checked and the text that runs and mean nothing else. A string value cannot
 # match: inside one, libpg_query escapes every quote.
 _OFFSET_KEYS: Final = (
-    "location|stmt_location|stmt_len|list_start|list_end|arg_location|"
+    "location|stmt_location|stmt_len|list_start|list_end|arg_location|name_location|"
     "rexpr_list_start|rexpr_list_end"
 )
 # An offset after another member (libpg_query writes offsets last); matching the comma first

@@ -21,6 +21,8 @@ Rules:
    are kept by `verifier.verdict_key` (the shape and what of its constants can change how
    PostgreSQL resolves it), and only once their resolved tree passed: the cached path asks
    PostgreSQL nothing more.
+5. `SHOW name` runs as `SELECT pg_catalog.current_setting('name') AS name`: the same value,
+   checked as any query is (`SHOW ALL` is refused: `pg_settings` lists every setting).
 4. A call arrives by `run_checked` (the registry's rule 7): its arguments are validated as
    they arrived and its result checked against `ReadOnlySQLResult` once, as JSON data, then
    written as JSON text by the model's own serializer, which is what the generic path's
@@ -115,9 +117,14 @@ def check_untrusted_sql(
     from mcp_server_suite.tools.sql.policy import (  # noqa: PLC0415  # Rule 1.
         check_untrusted_tree,
         parse_untrusted_sql,
+        show_as_select,
     )
 
-    return check_untrusted_tree(parse_untrusted_sql(text), functions, schemas=schemas)
+    statement = parse_untrusted_sql(text)
+    if statement.root == "VariableShowStmt":
+        # `SHOW name` is `current_setting('name')`, which a query may call (Rule 5).
+        statement = parse_untrusted_sql(show_as_select(statement))
+    return check_untrusted_tree(statement, functions, schemas=schemas)
 
 
 def _result_fields(fetched: "FetchedRows") -> dict[str, Any]:

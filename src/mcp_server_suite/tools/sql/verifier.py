@@ -55,6 +55,7 @@ from mcp_server_suite.tools.sql.code_catalog import (
 )
 from mcp_server_suite.tools.sql.functions import denial_reason, first_major_with
 from mcp_server_suite.tools.sql.node_text import NodeTextError, read_node_text
+from mcp_server_suite.tools.sql.policy import parse_tree_text
 from mcp_server_suite.tools.sql.resolution import (
     ResolutionError,
     ResolvedCode,
@@ -88,6 +89,37 @@ _INT4: Final = 2**31
 _INT8: Final = 2**63
 # The name of a function PostgreSQL reports missing (42883), from its primary message.
 _MISSING_FUNCTION: Final = re.compile(r"function (?:pg_catalog\.)?([a-z_][a-z0-9_]*)\(")
+
+# The SQL/JSON syntax of later majors, by its parse node: the first major that reads it, and
+# its name for the caller.
+_NEWER_SYNTAX: Final = {
+    "JsonObjectConstructor": (16, "JSON_OBJECT"),
+    "JsonArrayConstructor": (16, "JSON_ARRAY"),
+    "JsonArrayQueryConstructor": (16, "JSON_ARRAY"),
+    "JsonObjectAgg": (16, "JSON_OBJECTAGG"),
+    "JsonArrayAgg": (16, "JSON_ARRAYAGG"),
+    "JsonIsPredicate": (16, "IS JSON"),
+    "JsonFuncExpr": (17, "JSON_VALUE, JSON_QUERY or JSON_EXISTS"),
+    "JsonTable": (17, "JSON_TABLE"),
+    "JsonParseExpr": (17, "JSON()"),
+    "JsonScalarExpr": (17, "JSON_SCALAR"),
+    "JsonSerializeExpr": (17, "JSON_SERIALIZE"),
+}
+
+# The object PostgreSQL reports missing (42P01, 42704), from its primary message.
+_MISSING_OBJECT: Final = re.compile(r'(relation|type) \\?"([^"\\]{1,64})\\?" does not exist')
+
+# SQL/JSON syntax that an older major reads as a call of a function it lacks.
+_NEWER_FUNCTION_SYNTAX: Final = {
+    "json_array": (16, "JSON_ARRAY"),
+    "json_arrayagg": (16, "JSON_ARRAYAGG"),
+    "json_scalar": (17, "JSON_SCALAR"),
+    "json_serialize": (17, "JSON_SERIALIZE"),
+    "json": (17, "JSON()"),
+    "json_value": (17, "JSON_VALUE"),
+    "json_query": (17, "JSON_QUERY"),
+    "json_exists": (17, "JSON_EXISTS"),
+}
 
 # An object's name as `regprocedure`, `regoperator`, `regtype` or `regclass` writes it.
 _NAME_SQL: Final = """
@@ -190,7 +222,12 @@ class CodeVerifier:
         try:
             tree = await database.resolve(statement.query, statement.newer_literal)
         except ToolFailure as failure:
-            raise _later_major(failure, catalog.major) from failure.__cause__
+            later = (
+                _later_major(failure, catalog.major)
+                or _later_syntax(failure, catalog.major, statement.query)
+                or _name_in_a_string(failure, statement.query)
+            )
+            raise (later or failure) from failure.__cause__
         try:
             code = collect_resolved_code(read_node_text(tree))
             await self._learn_facts(database, code)
@@ -296,19 +333,65 @@ class CodeVerifier:
         )
 
 
-def _later_major(failure: ToolFailure, major: int) -> ToolFailure:
+def _later_major(failure: ToolFailure, major: int) -> ToolFailure | None:
     # A function PostgreSQL does not have, that a later major's list holds: say which major.
     problem = failure.problem
     if problem.metadata.get("sqlstate") != "42883":
-        return failure
+        return None
     found = _MISSING_FUNCTION.search(problem.detail)
-    since = first_major_with(found.group(1)) if found else None
-    if found is None or since is None or since <= major:
-        return failure
+    if found is None:
+        return None
+    name = found.group(1)
+    since, shown = _NEWER_FUNCTION_SYNTAX.get(name) or (
+        first_major_with(name),
+        f"The function {name}()",
+    )
+    if since is None or since <= major:
+        return None
+    return _needs(shown, since, major, "42883")
+
+
+def _later_syntax(failure: ToolFailure, major: int, query: str) -> ToolFailure | None:
+    # SQL/JSON syntax a server older than its major reads as a syntax error: say which.
+    if failure.problem.metadata.get("sqlstate") != "42601":
+        return None
+    tree = parse_tree_text(query)
+    for tag, (since, shown) in _NEWER_SYNTAX.items():
+        if since > major and f'"{tag}":' in tree:
+            return _needs(shown, since, major, "42601")
+    return None
+
+
+def _name_in_a_string(failure: ToolFailure, query: str) -> ToolFailure | None:
+    # A relation or type named in a string ('film_list'::regclass, to_regtype('mood')), and
+    # an unqualified type, are looked up in the session's search_path, which holds trusted
+    # schemas only: say so, in place of the hint about unqualified relations.
+    problem = failure.problem
+    sqlstate = problem.metadata.get("sqlstate")
+    if sqlstate not in ("42P01", "42704"):
+        return None
+    found = _MISSING_OBJECT.search(problem.detail)
+    if found is None:
+        return None
+    in_string = f"'{found.group(2)}'" in query
+    if not in_string and found.group(1) != "type":
+        return None
+    where = "named in a string " if in_string else ""
     return ToolFailure(
-        f"The function {found.group(1)}() needs PostgreSQL {since} or later, and the server "
-        f"is PostgreSQL {major}.",
+        f"PostgreSQL refused the query (SQLSTATE {sqlstate}): the {found.group(1)} "
+        f"{quote(found.group(2), 64)} {where}is looked up in pg_catalog and the trusted "
+        "extensions' schemas only: write it with its schema of MCP_SQL_SCHEMAS "
+        f"(public.{found.group(2)[:64]}).",
+        code=problem.code,
+        invalid_params=("query",),
+        metadata={"sqlstate": str(sqlstate)},
+    )
+
+
+def _needs(what: str, since: int, major: int, sqlstate: str) -> ToolFailure:
+    return ToolFailure(
+        f"{what} needs PostgreSQL {since} or later, and the server is PostgreSQL {major}.",
         code=MCPErrorCode.VALIDATION_ERROR,
         invalid_params=("query",),
-        metadata={"sqlstate": "42883", "server_major": major, "needs_major": since},
+        metadata={"sqlstate": sqlstate, "server_major": major, "needs_major": since},
     )
