@@ -39,6 +39,7 @@ from typing import Final
 from mcp_server_suite.tools.sql.functions import (
     ALL_BUILTIN_FUNCTIONS,
     SUPPORT_FUNCTIONS,
+    UNINTERRUPTIBLE_OVERLOADS,
     callable_functions,
     denial_reason,
 )
@@ -80,28 +81,31 @@ _BUILTIN_RELATION_SCHEMAS: Final = frozenset({"pg_catalog", "information_schema"
 # The allowed functions and operators of the server (Rules 1 and 2), in one round trip. p1:
 # the built-in names of every major; p2: the unqualified allowed names; p3: the schemas an
 # unqualified name resolves in; p4: the qualified allowed names (`schema.name`); p5: the
-# trusted extensions. Each row is (kind, object id, text): `v` the server's version number,
+# trusted extensions. Each row is (kind, object id, text, number of arguments): `v` the
+# server's version number,
 # `b` a built-in function and its name (kept when its major's list holds it), `f` a function
 # the configuration allows and its name, `o` an operator and its function's object id, `e` a
 # member function of a trusted extension.
 CODE_CATALOG_SQL: Final = """
-SELECT 'v', pg_catalog.current_setting('server_version_num')::pg_catalog.int8, ''
+SELECT 'v', pg_catalog.current_setting('server_version_num')::pg_catalog.int8, '', 0
 UNION ALL
-SELECT 'b', p.oid::pg_catalog.int8, p.proname::pg_catalog.text FROM pg_catalog.pg_proc AS p
+SELECT 'b', p.oid::pg_catalog.int8, p.proname::pg_catalog.text, p.pronargs::pg_catalog.int4
+FROM pg_catalog.pg_proc AS p
 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
   AND p.proname::pg_catalog.text IN (SELECT pg_catalog.unnest(%(p1)s::pg_catalog.text[]))
 UNION ALL
-SELECT 'f', p.oid::pg_catalog.int8, p.proname::pg_catalog.text FROM pg_catalog.pg_proc AS p
+SELECT 'f', p.oid::pg_catalog.int8, p.proname::pg_catalog.text, p.pronargs::pg_catalog.int4
+FROM pg_catalog.pg_proc AS p
 JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
 WHERE (p.proname OPERATOR(pg_catalog.=) ANY (%(p2)s::pg_catalog.text[])
        AND n.nspname OPERATOR(pg_catalog.=) ANY (%(p3)s::pg_catalog.text[]))
    OR pg_catalog.concat(n.nspname, '.', p.proname)
       OPERATOR(pg_catalog.=) ANY (%(p4)s::pg_catalog.text[])
 UNION ALL
-SELECT 'o', o.oid::pg_catalog.int8, o.oprcode::pg_catalog.int8::pg_catalog.text
+SELECT 'o', o.oid::pg_catalog.int8, o.oprcode::pg_catalog.int8::pg_catalog.text, 0
 FROM pg_catalog.pg_operator AS o
 UNION ALL
-SELECT 'e', d.objid::pg_catalog.int8, ''
+SELECT 'e', d.objid::pg_catalog.int8, '', 0
 FROM pg_catalog.pg_depend AS d JOIN pg_catalog.pg_extension AS e
   ON e.oid OPERATOR(pg_catalog.=) d.refobjid
 WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
@@ -249,16 +253,17 @@ class CodeCatalog:
             operator whose function is left out (Rule 2).
         """
         rows = list(rows)
-        version = next((int(str(oid)) for kind, oid, _ in rows if kind == "v"), 0)
+        version = next((int(str(row[1])) for row in rows if row[0] == "v"), 0)
         major = version // 10_000
         builtins = builtin_function_names(major)
         functions: set[int] = set()
         operator_functions: list[tuple[int, int]] = []
         extension: set[int] = set()
         names: dict[int, str] = {}
-        for kind, oid, name in rows:
+        for kind, oid, name, arguments in rows:
             number = int(str(oid))
-            if (kind == "b" and str(name) in builtins) or (
+            refused = UNINTERRUPTIBLE_OVERLOADS.get(str(name), (-1, ""))[0] == arguments
+            if (kind == "b" and str(name) in builtins and not refused) or (
                 kind == "f" and denial_reason(str(name)) is None
             ):
                 functions.add(number)

@@ -46,7 +46,11 @@ from pglast import parser as _pg
 from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
-from mcp_server_suite.tools.sql.functions import ALL_BUILTIN_FUNCTIONS, denial_reason
+from mcp_server_suite.tools.sql.functions import (
+    ALL_BUILTIN_FUNCTIONS,
+    UNINTERRUPTIBLE_OVERLOADS,
+    denial_reason,
+)
 
 __all__ = [
     "ALLOWED_NODES",
@@ -405,12 +409,13 @@ class FunctionPolicy:
     builtins: frozenset[str] = ALL_BUILTIN_FUNCTIONS
     extra: frozenset[str] = frozenset()
 
-    def ensure_allowed(self, schema: str | None, name: str) -> None:
+    def ensure_allowed(self, schema: str | None, name: str, arguments: int | None = None) -> None:
         """Refuse a call of `name`, qualified by `schema` when it is not None.
 
         Args:
             schema: The schema the call names, or None for an unqualified call.
             name: The function's name as PostgreSQL compares it (unquoted names folded).
+            arguments: How many arguments the call passes, when known.
 
         Raises:
             ToolFailure: The call is denied or not on any allowlist (`MCP_QUERY_VIOLATION`).
@@ -419,6 +424,9 @@ class FunctionPolicy:
         reason = denial_reason(name)
         if reason is not None:
             raise _violation(f"Function {shown}() is not allowed: {reason}.")
+        overload = UNINTERRUPTIBLE_OVERLOADS.get(name)
+        if overload is not None and arguments == overload[0] and schema in (None, "pg_catalog"):
+            raise _violation(f"Function {shown}() is not allowed: {overload[1]}.")
         if schema is None:
             if name in self.builtins or name in self.extra:
                 return
@@ -866,7 +874,7 @@ class _Walker:
 
     def func_call(self, fields: dict[str, Any]) -> None:
         schema, name = self._qualified(fields.get("funcname", []), "function")
-        self._functions.ensure_allowed(schema, name)
+        self._functions.ensure_allowed(schema, name, len(fields.get("args", [])))
 
     def operator(self, names: list[dict[str, Any]]) -> None:
         schema, name = self._qualified(names, "operator")
