@@ -69,6 +69,7 @@ __all__ = [
     "SUPPORT_FUNCTIONS",
     "UNINTERRUPTIBLE",
     "UNINTERRUPTIBLE_OVERLOADS",
+    "UNLISTED_FUNCTIONS",
     "callable_functions",
     "denial_reason",
     "first_major_with",
@@ -680,7 +681,6 @@ ADDED_FUNCTIONS: Final = MappingProxyType(
                 "jsonb_populate_record_valid",
                 "pg_basetype",
                 "pg_column_toast_chunk_id",
-                "pg_get_wait_events",
                 "to_bin",
                 "to_oct",
                 "to_regtypemod",
@@ -789,6 +789,13 @@ UNINTERRUPTIBLE: Final = MappingProxyType(
         "unnested elements instead",
         "arrayoverlap": _UNSTOPPABLE + " (it compares every pair of elements); compare "
         "unnested elements instead",
+        # jsonb containment (@>, <@) matches every element of one array against every
+        # element of the other without checking for interrupts (30,000 elements each ran
+        # 52 s under a 0.2 s timeout on PostgreSQL 18).
+        "jsonb_contains": _UNSTOPPABLE + " (it compares every pair of elements); use -> "
+        "or jsonb_path_exists()",
+        "jsonb_contained": _UNSTOPPABLE + " (it compares every pair of elements); use -> "
+        "or jsonb_path_exists()",
     }
 )
 
@@ -921,6 +928,137 @@ ESCAPING_FUNCTIONS: Final = MappingProxyType(
         "pg_advisory_lock_shared": _LOCKS,
         "pg_try_advisory_lock": _LOCKS,
         "pg_try_advisory_lock_shared": _LOCKS,
+    }
+)
+
+
+# The functions of pg_catalog that are neither allowed, denied above, support code no query
+# names (type input and output, index, aggregate and planner support, triggers, functions
+# of `internal` arguments) nor monitoring internals (`pg_stat_get_*`): each left off the
+# allowlist on purpose, with the reason. The operator may still allow one by name
+# (`MCP_SQL_ALLOWED_FUNCTIONS`); `tests/unit/test_sql_catalog_lists.py` holds that every
+# function of the running server's pg_catalog is accounted for.
+_VIEW_INTERNAL: Final = "it implements a system view, which is the supported interface"
+_SESSION_STATE: Final = "it reports the state of sessions and of the pooled session itself"
+_SERVER_LAYOUT: Final = "it reveals the server's files, WAL or control data"
+_ONLY_IN_CONTEXT: Final = "it works only inside a validator, an event trigger or initdb"
+_INTERNAL: Final = "it is an internal routine of the server, deprecated or undocumented"
+UNLISTED_FUNCTIONS: Final = MappingProxyType(
+    {
+        **dict.fromkeys(
+            (
+                "pg_get_aios",
+                "pg_get_backend_memory_contexts",
+                "pg_get_loaded_modules",
+                "pg_get_publication_tables",
+                "pg_get_replication_slots",
+                "pg_get_shmem_allocations",
+                "pg_get_shmem_allocations_numa",
+                "pg_get_wait_events",
+                "pg_get_wal_resource_managers",
+                "pg_hba_file_rules",
+                "pg_ident_file_mappings",
+                "pg_lock_status",
+                "pg_mcv_list_items",
+                "pg_numa_available",
+                "pg_prepared_xact",
+                "pg_settings_get_flags",
+                "pg_show_all_file_settings",
+                "pg_show_all_settings",
+                "pg_show_replication_origin_status",
+                "pg_stat_clear_snapshot",
+                "pg_stat_force_next_flush",
+                "pg_stat_have_stats",
+            ),
+            _VIEW_INTERNAL,
+        ),
+        **dict.fromkeys(
+            (
+                "current_query",
+                "pg_blocking_pids",
+                "pg_cursor",
+                "pg_isolation_test_session_is_blocked",
+                "pg_listening_channels",
+                "pg_notification_queue_usage",
+                "pg_prepared_statement",
+                "pg_safe_snapshot_blocking_pids",
+            ),
+            _SESSION_STATE,
+        ),
+        **dict.fromkeys(
+            (
+                "inet_server_addr",
+                "inet_server_port",
+                "pg_available_wal_summaries",
+                "pg_collation_actual_version",
+                "pg_config",
+                "pg_control_checkpoint",
+                "pg_control_init",
+                "pg_control_recovery",
+                "pg_control_system",
+                "pg_current_wal_flush_lsn",
+                "pg_current_wal_insert_lsn",
+                "pg_current_wal_lsn",
+                "pg_database_collation_actual_version",
+                "pg_filenode_relation",
+                "pg_get_multixact_members",
+                "pg_get_wal_replay_pause_state",
+                "pg_get_wal_summarizer_state",
+                "pg_is_wal_replay_paused",
+                "pg_last_committed_xact",
+                "pg_last_wal_receive_lsn",
+                "pg_last_wal_replay_lsn",
+                "pg_last_xact_replay_timestamp",
+                "pg_log_standby_snapshot",
+                "pg_nextoid",
+                "pg_relation_filenode",
+                "pg_relation_filepath",
+                "pg_sequence_last_value",
+                "pg_split_walfile_name",
+                "pg_tablespace_databases",
+                "pg_tablespace_location",
+                "pg_wal_summary_contents",
+                "pg_xact_commit_timestamp",
+                "pg_xact_commit_timestamp_origin",
+                "pg_xact_status",
+                "txid_status",
+            ),
+            _SERVER_LAYOUT,
+        ),
+        **dict.fromkeys(
+            (
+                "amvalidate",
+                "fmgr_c_validator",
+                "fmgr_internal_validator",
+                "fmgr_sql_validator",
+                "pg_event_trigger_ddl_commands",
+                "pg_event_trigger_dropped_objects",
+                "pg_event_trigger_table_rewrite_oid",
+                "pg_event_trigger_table_rewrite_reason",
+                "pg_extension_config_dump",
+                "pg_stop_making_pinned_objects",
+                "plpgsql_validator",
+                "postgresql_fdw_validator",
+            ),
+            _ONLY_IN_CONTEXT,
+        ),
+        **dict.fromkeys(
+            (
+                "currtid2",
+                "getpgusername",
+                "int4inc",
+                "int8_sum",
+                "nameconcatoid",
+                "numeric_inc",
+                "pg_rotate_logfile_old",
+                "satisfies_hash_partition",
+                "shell_in",
+                "shell_out",
+            ),
+            _INTERNAL,
+        ),
+        # policy.py, Rule 6: PostgreSQL 15 reads SYSTEM_USER as a column.
+        "system_user": "PostgreSQL 15 and older read SYSTEM_USER as a column name",
     }
 )
 
