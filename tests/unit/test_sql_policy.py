@@ -160,3 +160,25 @@ def test_xpath_is_refused_as_work_the_timeout_cannot_stop() -> None:
         with pytest.raises(ToolFailure) as caught:
             check_untrusted_sql(text, functions=FunctionPolicy(), schemas=("public",))
         assert "libxml2 never checks for cancellation" in caught.value.problem.detail
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("SELECT ltrim('xxa', 'x')", True),
+        ("SELECT trim(both 'x' from 'xax')", True),
+        ("SELECT rtrim('a  '), trim('  a  '), btrim(' a ')", False),
+        ("SELECT string_to_array('a,b', ',')", True),
+        ("SELECT position('b' IN 'abc')", True),
+        ("SELECT regexp_split_to_array('a,b', ','), regexp_instr('abc', 'b')", False),
+    ],
+)
+def test_unstoppable_overloads_are_refused_by_name_and_arguments(text: str, refused: bool) -> None:
+    from mcp_server_suite.tools.sql.tool import check_untrusted_sql
+
+    if not refused:
+        check_untrusted_sql(text, functions=FunctionPolicy(), schemas=("public",))
+        return
+    with pytest.raises(ToolFailure) as caught:
+        check_untrusted_sql(text, functions=FunctionPolicy(), schemas=("public",))
+    assert "the statement timeout cannot stop it" in caught.value.problem.detail
