@@ -34,6 +34,7 @@ Rules:
    `resolution.py`'s business.
 """
 
+import re
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
@@ -64,9 +65,13 @@ SPACELESS_RUN: Final = 77
 # The field `outDatum()` writes over several tokens (Rule 4).
 DATUM_FIELD: Final = "constvalue"
 
-_WHITESPACE: Final = frozenset(b" \n\t")
-_SPECIAL: Final = frozenset(b"(){}")
+# A token (pg_strtok): one of the four special bytes, or a run of other bytes up to
+# whitespace (space, newline, tab) or a special byte, a backslash keeping the byte after it
+# (and a backslash at the very end kept as it is).
+_TOKEN: Final = re.compile(rb"[(){}]|(?:\\[\s\S]|\\\Z|[^ \n\t(){}\\])+")
 _NULL: Final = b"<>"
+_OPENERS: Final = frozenset({b"{", b"("})
+_CLOSERS: Final = frozenset({b"}", b")"})
 # The list kinds of `nodeRead()`: integers, OIDs, transaction ids, bitmapset members.
 _TYPED_LISTS: Final = frozenset({"i", "o", "x", "b"})
 
@@ -142,51 +147,29 @@ def unwrap_node_dump(text: bytes, *, exact_lengths: bool = True) -> bytes:
     """
     if len(text) > MAX_TEXT_BYTES:
         raise NodeTextError("the tree's text is too long to check")
-    run = 0
-    for byte in text:
-        if byte == 0x20:
-            run = 0
-        elif byte == 0x0A:
-            if run >= SPACELESS_RUN:
-                raise NodeTextError("a line break of the tree's text may split a name")
-            # A break is a space again (a raw newline inside a name is escaped, and is
-            # whitespace to the reader all the same), so it starts a new run too.
-            run = 0
-        elif exact_lengths or byte < 0x80:
-            run += 1
-        elif byte >= 0xC0:
-            # The first byte of a character beyond ASCII; its continuation bytes add nothing.
-            run += 4
+    # Each line break, with the run of bytes before it since the last space or break (a raw
+    # newline inside a name is escaped, and is whitespace to the reader all the same).
+    start = 0
+    while (brk := text.find(b"\n", start)) != -1:
+        run = text[max(text.rfind(b" ", start, brk) + 1, start) : brk]
+        length = len(run) if exact_lengths else _widest(run)
+        if length >= SPACELESS_RUN:
+            raise NodeTextError("a line break of the tree's text may split a name")
+        start = brk + 1
     return text.replace(b"\n", b" ")
+
+
+def _widest(run: bytes) -> int:
+    # The most bytes a run could have had in the server's encoding: four for each character
+    # beyond ASCII (a UTF-8 lead byte), one for each ASCII byte.
+    if len(run) * 4 < SPACELESS_RUN:
+        return len(run) * 4
+    return sum(1 if byte < 0x80 else (4 if byte >= 0xC0 else 0) for byte in run)
 
 
 def _tokens(text: bytes) -> list[tuple[bytes, bool]]:
     # Rule 2: (token, escaped) pairs; `escaped` tells a backslashed `<>` from the null.
-    tokens: list[tuple[bytes, bool]] = []
-    size = len(text)
-    position = 0
-    while position < size:
-        byte = text[position]
-        if byte in _WHITESPACE:
-            position += 1
-            continue
-        if byte in _SPECIAL:
-            tokens.append((text[position : position + 1], False))
-            position += 1
-            continue
-        start = position
-        escaped = False
-        while position < size:
-            byte = text[position]
-            if byte in _WHITESPACE or byte in _SPECIAL:
-                break
-            if byte == 0x5C and position + 1 < size:
-                escaped = True
-                position += 2
-            else:
-                position += 1
-        tokens.append((text[start:position], escaped))
-    return tokens
+    return [(token, b"\\" in token) for token in _TOKEN.findall(text)]
 
 
 def _debackslash(token: bytes) -> str:
@@ -249,20 +232,36 @@ class _Reader:
         self.result: list[Value] = []
 
     def read(self) -> Value:
-        while self.index < len(self.tokens):
-            token, escaped = self.tokens[self.index]
+        tokens = self.tokens
+        stack = self.stack
+        count = len(tokens)
+        while self.index < count:
+            token, escaped = tokens[self.index]
             self.index += 1
-            frame = self.stack[-1] if self.stack else None
-            if frame is not None and frame.node is not None and frame.field_name is None:
-                self._field_name(frame, frame.node, token, escaped)
-            elif frame is not None and frame.typed is not None:
+            frame = stack[-1] if stack else None
+            if frame is None:
+                self._value(token, escaped)
+            elif frame.node is not None:
+                if frame.field_name is None:
+                    self._field_name(frame, frame.node, token, escaped)
+                elif token not in _OPENERS and not (token == _NULL and not escaped):
+                    # The common case: a field's one-token value.
+                    if token in _CLOSERS:
+                        raise NodeTextError("the tree's text closes what it never opened")
+                    frame.node.fields[frame.field_name] = (
+                        _debackslash(token) if escaped else token.decode("utf-8", "surrogateescape")
+                    )
+                    frame.field_name = None
+                else:
+                    self._value(token, escaped)
+            elif frame.typed is not None:
                 self._integer(frame, frame.typed, token)
-            elif frame is not None and frame.node is None and token == b")":
-                self.stack.pop()
+            elif token == b")":
+                stack.pop()
                 self._deliver(frame.items)
             else:
                 self._value(token, escaped)
-        if self.stack:
+        if stack:
             raise NodeTextError("the tree's text ends inside a node or a list")
         if len(self.result) != 1:
             raise NodeTextError("the tree's text does not hold exactly one value")
