@@ -78,7 +78,7 @@ def test_query_returns_structured_and_text_results(server: ServerProcess) -> Non
         ("WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d", "MCP_QUERY_VIOLATION", "DELETE"),
         ("SELECT pg_sleep(10)", "MCP_QUERY_VIOLATION", "Function pg_sleep() is not allowed"),
         ("SELECT * FROM private", "MCP_ACCESS_DENIED", "SQLSTATE 42501"),
-        ("SELECT * FROM v_evil", "MCP_ACCESS_DENIED", "SQLSTATE 42501"),
+        ("SELECT * FROM v_evil", "MCP_QUERY_VIOLATION", "public.evil()"),
         ("SELECT nope FROM t", "MCP_VALIDATION_ERROR", "SQLSTATE 42703"),
     ],
 )

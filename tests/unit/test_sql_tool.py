@@ -796,7 +796,7 @@ def test_a_view_calling_a_function_that_may_not_run_is_refused_before_it_runs(
     # at run time (42501); the resolved tree names it first, and nothing runs.
     failure = query_failure(reader_settings(postgres_server), "SELECT * FROM v_evil")
     assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
-    assert failure.problem.detail.startswith("The function evil() is not allowed")
+    assert failure.problem.detail.startswith("The function public.evil() is not allowed")
 
 
 @pytest.mark.postgres
