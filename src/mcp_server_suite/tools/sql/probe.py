@@ -21,11 +21,16 @@ Rules:
    it. A failed step leaves the transaction aborted; it is
    rolled back, and the pins read back, in a second round trip, as for a failed read.
 4. PostgreSQL writes every LOG message to the server log as well, whatever the client
-   asks: each probe writes its tree there (about 3 KB for a simple query; a query over a
-   large view, hundreds of KB). `debug_pretty_print = off` halves it. A role cannot change
-   the server's own `log_min_messages`; the operator can exclude the role's messages with
-   `ALTER ROLE ... SET log_min_messages = warning` as a superuser. The probe runs once per
-   query shape and catalog reading (`verifier.py`), never on the cached path.
+   asks (a role cannot change `log_min_messages`): each probe writes its tree there, with
+   the statement. Measured on PostgreSQL 15 and 18: 2.3 to 2.6 KB for `SELECT 1 + 2`, 3.1 to
+   3.6 KB for a query of one table, 4.8 KB for a view over it, 29 to 34 KB for
+   `pg_stat_activity` and 182 to 218 KB for `information_schema.columns`.
+   `debug_pretty_print = off` cuts that by 37 to 59 % (2,000 bytes of tree instead of
+   3,182; 178,717 instead of 437,205). The probe runs once per query shape and catalog
+   reading (`verifier.py`), never on the cached path. An operator who wants none of it in
+   the log can, as a superuser, `ALTER ROLE <reader> SET log_min_messages = fatal` (LOG
+   ranks above ERROR in the server log, so `warning` or `error` still write it; `fatal`
+   also keeps the role's failed queries out of the log).
 """
 
 from typing import Any, Final
