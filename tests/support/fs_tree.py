@@ -351,20 +351,21 @@ def build_sandbox_tree(base: Path) -> SandboxTree:
     return SandboxTree(base=base, root=root, outside=outside, root_link=base / "rootlink")
 
 
-def remove_deep_tree(root: Path) -> None:
-    """Remove the 2,045-level tree one level at a time: recursive removal runs out of stack."""
+def remove_deep_tree(root: Path, name: str = "d") -> None:
+    """Remove a chain of directories `name` one level at a time, with whatever each holds
+    besides the next: recursive removal runs out of stack thousands of levels down."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     opened = [fd]
     try:
-        while "d" in os.listdir(fd):
-            fd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        while name in os.listdir(fd):
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             opened.append(fd)
         while len(opened) > 1:
             innermost = opened.pop()
-            for name in os.listdir(innermost):
-                os.unlink(name, dir_fd=innermost)
+            for entry in os.listdir(innermost):
+                os.unlink(entry, dir_fd=innermost)
             os.close(innermost)
-            os.rmdir("d", dir_fd=opened[-1])
+            os.rmdir(name, dir_fd=opened[-1])
     finally:
         for each in opened:
             os.close(each)

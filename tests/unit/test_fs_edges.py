@@ -19,7 +19,8 @@ import pytest
 from mcp_server_suite.config import ConfigError, Settings
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.fs import SandboxFSListParams
-from mcp_server_suite.tools.fs import mounts, resolution
+from mcp_server_suite.tools.fs import _syscalls, mounts, resolution
+from mcp_server_suite.tools.fs._refusals import MountsUnknown
 from mcp_server_suite.tools.fs.listing import build_list_tool
 from mcp_server_suite.tools.fs.resolution import Resolver
 from mcp_server_suite.tools.fs.root import open_root
@@ -33,10 +34,49 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-# --- /proc, as mounts.py reads it -----------------------------------------------------------
+# --- mount IDs and file system types, as mounts.py finds them --------------------------------
 
 
-def test_no_proc_means_no_mount_ids_or_types(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_source_gives_the_same_mount_id(root: Path) -> None:
+    fd = os.open(root, os.O_PATH)
+    try:
+        found = {source: mounts.mount_id(fd, source) for source in mounts.MountIDs}
+    finally:
+        os.close(fd)
+    assert len(set(found.values())) == 1, found
+    assert None not in found.values()
+
+
+def test_the_first_source_that_answers_is_chosen(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(fd: int) -> int:
+        raise OSError(errno.ENOSYS, "no statx mount IDs")
+
+    fd = os.open(root, os.O_PATH)
+    try:
+        assert mounts.probe_mount_ids(fd) is not None
+        assert mounts.probe_mount_ids(fd)[0] is mounts.MountIDs.STATX  # type: ignore[index]
+        monkeypatch.setattr(_syscalls, "statx_mount_id", refused)
+        assert mounts.probe_mount_ids(fd)[0] is mounts.MountIDs.HANDLE  # type: ignore[index]
+        monkeypatch.setattr(_syscalls, "handle_mount_id", refused)
+        assert mounts.probe_mount_ids(fd)[0] is mounts.MountIDs.FDINFO  # type: ignore[index]
+        monkeypatch.setattr(mounts, "_fdinfo_mount_id", lambda fd: None)
+        assert mounts.probe_mount_ids(fd) is None
+    finally:
+        os.close(fd)
+
+
+def test_file_handles_cannot_tell_a_pseudo_file_system() -> None:
+    fd = os.open("/proc", os.O_PATH)
+    try:
+        assert mounts.mount_id(fd, mounts.MountIDs.HANDLE) is None
+        assert mounts.filesystem_type(fd) == "proc"
+    finally:
+        os.close(fd)
+
+
+def test_a_missing_proc_means_no_fdinfo(monkeypatch: pytest.MonkeyPatch) -> None:
     real_open = os.open
 
     def no_proc(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
@@ -44,36 +84,60 @@ def test_no_proc_means_no_mount_ids_or_types(monkeypatch: pytest.MonkeyPatch) ->
             raise FileNotFoundError(errno.ENOENT, "no /proc")
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(os, "open", no_proc)
     fd = real_open("/", os.O_PATH)
     try:
-        assert mounts.mount_id(fd) is None
-        assert mounts.filesystem_type(fd) is None
+        monkeypatch.setattr(os, "open", no_proc)
+        assert mounts.mount_id(fd, mounts.MountIDs.FDINFO) is None
     finally:
         os.close(fd)
 
 
-@pytest.mark.parametrize(
-    ("fdinfo", "mountinfo", "expected"),
-    [
-        (b"pos:\t0\nflags:\t0\n", b"", None),
-        (b"mnt_id:\t7\n", b"8 1 0:1 / / rw - ext4 /dev/a rw\n", None),
-        (b"mnt_id:\t7\n", b"7 1 0:1 / / rw no separator here\n", None),
-        (
-            b"mnt_id:\t7\n",
-            b"70 1 0:1 / / rw - xfs /dev/b rw\n7 1 0:1 / /x rw - btrfs /dev/c rw\n",
-            "btrfs",
-        ),
-    ],
-)
-def test_mountinfo_lines_are_matched_by_mount_id(
-    monkeypatch: pytest.MonkeyPatch, fdinfo: bytes, mountinfo: bytes, expected: str | None
+@pytest.mark.parametrize("source", list(mounts.MountIDs))
+def test_a_shortage_is_never_an_answer_about_the_mount(
+    monkeypatch: pytest.MonkeyPatch, source: mounts.MountIDs
 ) -> None:
-    def fake(path: str) -> bytes:
-        return fdinfo if "fdinfo" in path else mountinfo
+    # On main, fdinfo that could not be opened (EMFILE) was "another mount": EXDEV.
+    def short(*args: Any, **kwargs: Any) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
 
-    monkeypatch.setattr(mounts, "_read_proc", fake)
-    assert mounts.filesystem_type(0) == expected
+    monkeypatch.setattr(_syscalls, "statx_mount_id", short)
+    monkeypatch.setattr(_syscalls, "handle_mount_id", short)
+    monkeypatch.setattr(os, "read", short)
+    fd = os.open("/", os.O_PATH)
+    try:
+        with pytest.raises(OSError, match="Too many open files"):
+            mounts.mount_id(fd, source)
+    finally:
+        os.close(fd)
+
+
+def test_an_unnamed_file_system_type_is_its_magic_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_syscalls, "filesystem_magic", lambda fd: 0x12345678)
+    assert mounts.filesystem_type(0) == "0x12345678"
+
+
+@pytest.mark.parametrize("name", ["statx", "name_to_handle_at", "fstatfs"])
+def test_a_c_library_without_the_call_is_a_kernel_without_it(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    call = {
+        "statx": _syscalls.statx_mount_id,
+        "name_to_handle_at": _syscalls.handle_mount_id,
+        "fstatfs": _syscalls.filesystem_magic,
+    }[name]
+    monkeypatch.setattr(_syscalls, f"_{name}", None)
+    with pytest.raises(OSError, match="not in this C library") as info:
+        call(0)
+    assert info.value.errno == errno.ENOSYS
+
+
+def test_the_calls_report_the_kernel_s_errno() -> None:
+    for call in (_syscalls.statx_mount_id, _syscalls.handle_mount_id, _syscalls.filesystem_magic):
+        with pytest.raises(OSError, match="Bad file descriptor") as info:
+            call(-1)
+        assert info.value.errno == errno.EBADF
 
 
 def test_proc_reopen_is_off_where_proc_cannot_open_the_root(
@@ -123,7 +187,7 @@ def walk_resolver(root: Path, **overrides: Any) -> tuple[Resolver, Any]:
         "cached": False,
         "proc_reopen": True,
         "root_status": os.stat(root),
-        "root_mount": probed._root_mount,
+        "mounts": probed.mounts,
         "root_filesystem": probed.root_filesystem,
         "protected_symlinks": False,
         **overrides,
@@ -131,10 +195,10 @@ def walk_resolver(root: Path, **overrides: Any) -> tuple[Resolver, Any]:
     return Resolver(opened, **fields), opened
 
 
-def test_without_mount_ids_the_walk_tells_file_systems_apart_by_device(root: Path) -> None:
+def test_without_mount_ids_another_device_is_outside(root: Path) -> None:
     real = os.stat(root)
     elsewhere = os.stat_result((*real[:2], real.st_dev + 1, *real[3:]))
-    resolver, opened = walk_resolver(root, root_mount=None, root_status=elsewhere)
+    resolver, opened = walk_resolver(root, mounts=None, root_status=elsewhere)
     fd = opened.acquire()
     try:
         with pytest.raises(OSError, match="another file system"):
@@ -144,13 +208,31 @@ def test_without_mount_ids_the_walk_tells_file_systems_apart_by_device(root: Pat
         opened.close()
 
 
-def test_without_mount_ids_the_same_device_is_beneath_the_root(root: Path) -> None:
-    resolver, opened = walk_resolver(root, root_mount=None)
+def test_without_mount_ids_the_same_device_is_refused_not_guessed(root: Path) -> None:
+    # On main, the walk without /proc took the same device for the same mount, and read a
+    # bind mount of an outside directory of the same file system.
+    resolver, opened = walk_resolver(root, mounts=None)
     fd = opened.acquire()
     try:
-        resolved = resolver.resolve(fd, "sub/../ok.txt")
-        assert resolved.names == ("ok.txt",)
-        resolved.close()
+        with pytest.raises(MountsUnknown):
+            resolver.resolve(fd, "sub/../ok.txt")
+        itself = resolver.resolve(fd, ".")
+        assert itself.names == ()
+        itself.close()
+    finally:
+        opened.release()
+        opened.close()
+
+
+def test_a_source_that_cannot_tell_one_descriptor_refuses_it(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolver, opened = walk_resolver(root)
+    monkeypatch.setattr(resolution, "mount_id", lambda fd, source: None)
+    fd = opened.acquire()
+    try:
+        with pytest.raises(MountsUnknown):
+            resolver.resolve(fd, "ok.txt")
     finally:
         opened.release()
         opened.close()

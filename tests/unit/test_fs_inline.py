@@ -272,7 +272,7 @@ def reader_over(root: Path, **overrides: Any) -> FileReader:
         "cached": probed.cached,
         "proc_reopen": probed.proc_reopen,
         "root_status": os.stat(root),
-        "root_mount": None,
+        "mounts": probed.mounts,
         "root_filesystem": probed.root_filesystem,
         "protected_symlinks": False,
         **overrides,
@@ -283,10 +283,10 @@ def reader_over(root: Path, **overrides: Any) -> FileReader:
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"root_filesystem": "nfs4"},
-        {"root_filesystem": "fuse.sshfs"},
+        {"root_filesystem": "nfs"},
+        {"root_filesystem": "fuse"},
         {"root_filesystem": "overlay"},
-        {"root_filesystem": None},
+        {"root_filesystem": "0x12345678"},
         {"cross_mounts": True},
         {"cached": False},
         {"proc_reopen": False},

@@ -8,7 +8,6 @@ route out refused as a read is, and the bound on the response.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from pydantic import ValidationError
 
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
 from mcp_server_suite.guardrails.pipeline import Guardrails
-from mcp_server_suite.schemas.fs import MAX_MAX_ENTRIES, SandboxFSListParams
+from mcp_server_suite.schemas.fs import MAX_MAX_ENTRIES, MAX_NAME_CHARS, SandboxFSListParams
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
 from mcp_server_suite.tools.fs import listing
 from mcp_server_suite.tools.fs.read import MAX_RESPONSE_BYTES
@@ -167,13 +166,42 @@ def tools_root(tools: FileTools) -> str:
     return tools.reader._root.path
 
 
-def test_at_most_max_entries_are_listed_the_first_by_name(tools: FileTools) -> None:
+def test_at_most_max_entries_are_listed_the_first_scanned_sorted(tools: FileTools) -> None:
+    # The scan stops after max_entries + 1 names: the listing is the first names the file
+    # system returns, sorted, not the smallest names of the directory.
     answer = listed(tools, max_entries=3)
-    everything = sorted(os.listdir(tools_root(tools)))
-    assert [entry["name"] for entry in answer["entries"]] == everything[:3]
+    scanned = [entry.name for entry in os.scandir(tools_root(tools))]
+    assert [entry["name"] for entry in answer["entries"]] == sorted(scanned[:3])
     assert answer["truncated"] is True
-    exact = listed(tools, max_entries=len(everything))
+    exact = listed(tools, max_entries=len(scanned))
     assert exact["truncated"] is False
+    assert [entry["name"] for entry in exact["entries"]] == sorted(scanned)
+
+
+def test_max_entries_stops_the_scan(
+    scratch: tuple[FileTools, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On main, one entry cost the scan of the whole directory (up to 100,000 entries).
+    tools, directory = scratch
+    for index in range(50):
+        (directory / f"f{index:02d}").write_bytes(b"")
+    seen: list[str] = []
+    real = listing._Scan.names
+
+    def counted(self: Any, scanned: Any, wanted: int) -> list[str]:
+        def spy() -> Any:
+            for entry in scanned:
+                seen.append(entry.name)
+                yield entry
+
+        found: list[str] = real(self, spy(), wanted)
+        return found
+
+    monkeypatch.setattr(listing._Scan, "names", counted)
+    answer = listed(tools, max_entries=1)
+    assert len(answer["entries"]) == 1
+    assert answer["truncated"] is True
+    assert len(seen) == 2
 
 
 @pytest.mark.parametrize(
@@ -226,14 +254,14 @@ def test_an_entry_gone_since_the_scan_is_other_without_details(
     tools, directory = scratch
     (directory / "here.txt").write_bytes(b"x")
     (directory / "gone.txt").write_bytes(b"x")
-    real = heapq.nsmallest
+    real = listing._Scan.names
 
-    def then_remove(limit: int, names: Any) -> list[str]:
-        chosen: list[str] = real(limit, names)
+    def then_remove(self: Any, scanned: Any, wanted: int) -> list[str]:
+        chosen: list[str] = real(self, scanned, wanted)
         (directory / "gone.txt").unlink()
         return chosen
 
-    monkeypatch.setattr(heapq, "nsmallest", then_remove)
+    monkeypatch.setattr(listing._Scan, "names", then_remove)
     entries = {entry["name"]: entry for entry in listed(tools)["entries"]}
     assert entries["gone.txt"] == {
         "name": "gone.txt",
@@ -262,12 +290,11 @@ def test_an_unreadable_directory_is_refused_as_nobody(tmp_path: Path, mode: str)
 
 
 def test_the_largest_listing_fits_the_response_bound(tmp_path: Path) -> None:
-    # 1,000 entries named with 255 bytes that each cost 13 on the wire: the worst a
-    # listing can hold, under the same 4 MiB bound as a read.
+    # 1,000 entries named with 255 bytes of characters outside the BMP, each escaped as a
+    # surrogate pair in both copies: the worst a listing of a local file system can hold.
     for index in range(MAX_MAX_ENTRIES):
-        name = f"{index:04d}".encode() + b"\x01" * 251
-        with open(os.path.join(os.fsencode(tmp_path), name), "wb"):
-            pass
+        name = f"{index:03d}" + "\U0001f600" * 63
+        (tmp_path / name).write_bytes(b"")
     with file_tools(tmp_path, "kernel") as tools:
         output = asyncio.run(
             Guardrails(limiter=ConcurrencyLimiter()).invoke(
@@ -275,4 +302,39 @@ def test_the_largest_listing_fits_the_response_bound(tmp_path: Path) -> None:
             )
         )
     assert len(output.structured["entries"]) == MAX_MAX_ENTRIES
+    assert response_bytes(output.structured, output.text) <= MAX_RESPONSE_BYTES
+
+
+def test_names_too_long_for_any_local_file_system_stay_within_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FUSE passes names of up to 1,024 bytes (on main, one of 300 characters broke the
+    # listing's contract: -32603). Entries of 1,024 characters outside the BMP would make a
+    # response of 24 MiB; the listing stops before the bound, and says it is cut short.
+    class Entry:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    long_names = [f"{index:03d}" + "\U0001f600" * 1021 for index in range(MAX_MAX_ENTRIES)]
+    too_long = "x" * (MAX_NAME_CHARS + 1)
+
+    class Scanned:
+        def __enter__(self) -> Any:
+            return iter([Entry(name) for name in (too_long, *long_names)])
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(os, "scandir", lambda fd: Scanned())
+    with file_tools(tmp_path, "kernel") as tools:
+        output = asyncio.run(
+            Guardrails(limiter=ConcurrencyLimiter()).invoke(
+                tools.list, {"max_entries": MAX_MAX_ENTRIES}
+            )
+        )
+    entries = output.structured["entries"]
+    assert 0 < len(entries) < MAX_MAX_ENTRIES
+    assert output.structured["truncated"] is True
+    assert output.structured["unnamed_entries"] == 1
+    assert {entry["type"] for entry in entries} == {"other"}
     assert response_bytes(output.structured, output.text) <= MAX_RESPONSE_BYTES

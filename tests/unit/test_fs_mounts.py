@@ -9,7 +9,6 @@ a tmpfs (another device) and a procfs are mounted beneath the root, with both re
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,7 +22,6 @@ from tests.support.fs_tree import CANARY, mounted
 pytestmark = pytest.mark.root
 
 OUTSIDE = "resolves outside the sandbox"
-LOOP = "meets more than 40 symbolic links (a loop), or a /proc link the sandbox never follows"
 
 
 @pytest.fixture(scope="module")
@@ -110,40 +108,55 @@ def test_mounts_are_crossed_when_the_operator_says_so(
     assert answer["content"] == expected
 
 
+PSEUDO = (
+    "leads onto a kernel pseudo file system (procfs, sysfs, debugfs...), which the sandbox "
+    "never reads, even where mounts are crossed"
+)
+
+
 @pytest.mark.parametrize(
     "path",
     [
-        # Magic links jump to an object, not a path: refused even where mounts are crossed.
+        # On main, reading procfs/self/maps, then procfs/self/mem at an offset, gave the
+        # server's own memory (the DSN's password) where mounts were crossed. Every path onto
+        # a pseudo file system is refused the same way, magic links and plain ones alike.
+        "procfs",
+        "procfs/",
+        "procfs/self/maps",
+        "procfs/self/mem",
+        "procfs/self/environ",
+        "procfs/self/comm",
+        "procfs/mounts",
         "procfs/self/cwd/ok.txt",
         "procfs/self/root/etc/hostname",
         "procfs/self/exe",
         "procfs/thread-self/cwd/ok.txt",
         "procfs/self/fd/0",
         "procfs/self/ns/net",
+        "procfs/1/root/etc/hostname",
+        "procfs/../procfs/self/maps",
+        "tmpfs/../procfs/self/maps",
     ],
 )
-def test_magic_links_are_never_followed(crossing: FileTools, path: str) -> None:
+def test_pseudo_file_systems_are_refused_even_where_mounts_are_crossed(
+    crossing: FileTools, path: str
+) -> None:
     answer = call(crossing.read, {"relative_path": path})
     assert isinstance(answer, Problem), answer
-    assert (answer.code, answer.detail) == (MCPErrorCode.ACCESS_DENIED, f"{path!r} {LOOP}")
+    assert (answer.code, answer.detail) == (MCPErrorCode.ACCESS_DENIED, f"{path!r} {PSEUDO}")
 
 
-def test_another_process_s_links_are_refused_before_they_are_read(crossing: FileTools) -> None:
-    # Reading /proc/1/root takes the right to trace process 1: the kernel refuses it before
-    # it asks whether the link is magic, and the walk meets the same refusal.
-    answer = call(crossing.read, {"relative_path": "procfs/1/root/etc/hostname"})
+def test_a_pseudo_file_system_is_not_listed_into_where_mounts_are_crossed(
+    crossing: FileTools,
+) -> None:
+    answer = call(crossing.list, {"relative_path": "procfs/self"})
     assert isinstance(answer, Problem)
-    assert answer.code is MCPErrorCode.ACCESS_DENIED
-
-
-def test_plain_proc_links_are_followed_where_mounts_are_crossed(crossing: FileTools) -> None:
-    # /proc/self and /proc/mounts are ordinary symbolic links: the operator who lets a procfs
-    # beneath the root be crossed gets what it holds.
-    answer = call(crossing.read, {"relative_path": "procfs/self/comm"})
-    assert isinstance(answer, dict), answer.detail
-    assert answer["resolved_path"] == f"procfs/{os.getpid()}/comm"
-    mounts = call(crossing.read, {"relative_path": "procfs/mounts"})
-    assert isinstance(mounts, dict), mounts.detail
+    assert answer.detail == f"'procfs/self' {PSEUDO}"
+    top = call(crossing.list, {})
+    assert isinstance(top, dict)
+    entries = {entry["name"]: entry for entry in top["entries"]}
+    assert entries["procfs"] == {"name": "procfs", "type": "other", "size": None, "modified": None}
+    assert entries["tmpfs"]["type"] == "directory"
 
 
 def test_a_listing_hides_what_is_mounted(confined: FileTools) -> None:

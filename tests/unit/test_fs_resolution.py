@@ -30,6 +30,7 @@ from mcp_server_suite.tools.fs.resolution import (
 )
 from mcp_server_suite.tools.fs.root import open_root
 from tests.support.fs_tools import MODES, FileTools, call, file_tools, reader_of
+from tests.support.fs_tree import remove_deep_tree
 
 OUTSIDE = "resolves outside the sandbox"
 LOOP = "meets more than 40 symbolic links (a loop), or a /proc link the sandbox never follows"
@@ -235,14 +236,14 @@ def test_a_path_through_links_must_name_what_the_kernel_opened(
     # different inodes, neither answer is given.
     with file_tools(root, "kernel") as tools:
         resolver = tools.reader._resolver
-        real_walk = resolver._walk
+        real_walk = resolver.walk
 
         def swap_then_walk(root_fd: int, relative: str, *, keep_parent: bool) -> Any:
             os.rename(root / "sub" / "inner.txt", root / "sub" / "was_inner.txt")
             (root / "sub" / "inner.txt").write_bytes(b"another\n")
             return real_walk(root_fd, relative, keep_parent=keep_parent)
 
-        monkeypatch.setattr(resolver, "_walk", swap_then_walk)
+        monkeypatch.setattr(resolver, "walk", swap_then_walk)
         monkeypatch.setattr(tools.reader, "_inline", False)
         answer = problem(tools, "link")
     assert answer.detail == f"'link' {CHANGED}"
@@ -257,7 +258,7 @@ def test_a_failed_walk_after_the_kernel_opened_closes_everything(
         def vanishing(root_fd: int, relative: str, *, keep_parent: bool) -> Any:
             raise OSError(errno.ENOENT, "gone")
 
-        monkeypatch.setattr(resolver, "_walk", vanishing)
+        monkeypatch.setattr(resolver, "walk", vanishing)
         monkeypatch.setattr(tools.reader, "_inline", False)
         before = set(os.listdir("/proc/self/fd"))
         assert problem(tools, "link").detail == "'link' does not exist"
@@ -327,7 +328,7 @@ def test_the_walk_mirrors_protected_symlinks(tmp_path: Path) -> None:
             cached=False,
             proc_reopen=True,
             root_status=os.stat(tmp_path),
-            root_mount=probed._root_mount,
+            mounts=probed.mounts,
             root_filesystem=probed.root_filesystem,
             protected_symlinks=True,
         )
@@ -375,7 +376,7 @@ def test_a_canonical_path_past_the_bound_is_refused(tmp_path: Path, mode: str) -
             answer = problem(tools, path)
         assert answer.detail.endswith(TOO_LONG)
     finally:
-        _remove_deep(tmp_path, name)
+        remove_deep_tree(tmp_path, name)
 
 
 def _chain_links(top: Path, name: str, hops: list[int]) -> None:
@@ -391,22 +392,6 @@ def _chain_links(top: Path, name: str, hops: list[int]) -> None:
             depth = level + 1
     finally:
         os.close(fd)
-
-
-def _remove_deep(top: Path, name: str) -> None:
-    opened = [os.open(top, os.O_RDONLY | os.O_DIRECTORY)]
-    try:
-        while name in os.listdir(opened[-1]):
-            opened.append(os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=opened[-1]))
-        while len(opened) > 1:
-            innermost = opened.pop()
-            for entry in os.listdir(innermost):
-                os.unlink(entry, dir_fd=innermost)
-            os.close(innermost)
-            os.rmdir(name, dir_fd=opened[-1])
-    finally:
-        for fd in opened:
-            os.close(fd)
 
 
 # --- absolute paths ----------------------------------------------------------------------

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_ENCODING_CHARS",
     "MAX_MAX_BYTES",
     "MAX_MAX_ENTRIES",
+    "MAX_NAME_CHARS",
     "MAX_OFFSET",
     "MAX_PATH_CHARS",
     "EntryType",
@@ -52,8 +53,10 @@ MAX_OFFSET: Final = 2**53 - 1
 DEFAULT_MAX_ENTRIES: Final = 200
 MAX_MAX_ENTRIES: Final = 1000
 
-# Linux's NAME_MAX is 255 bytes, so no entry's name is longer than 255 characters.
-MAX_NAME_CHARS: Final = 255
+# The longest name a listing shows: FUSE passes names of up to 1,024 bytes (FUSE_NAME_MAX),
+# past Linux's NAME_MAX of 255, so 1,024 characters hold any name the kernel can look up; a
+# longer one is left out and counted, as are names no argument can carry.
+MAX_NAME_CHARS: Final = 1024
 
 EntryType = Literal["file", "directory", "symlink", "other"]
 
@@ -149,10 +152,17 @@ class SandboxFSReadResult(StrictModel):
     next_offset: int = Field(
         ge=0,
         le=MAX_OFFSET,
-        description="Where the next piece starts: offset + bytes_read.",
+        description=(
+            "Where the next piece starts: offset + bytes_read, never past 2^53 - 1 (the "
+            "largest offset JSON carries exactly; nothing after it is read)."
+        ),
     )
     truncated: bool = Field(
-        description="True when the file goes on after next_offset: read on from there."
+        description=(
+            "True when the file goes on after next_offset: read on from there. A stateful "
+            "encoding (iso2022_jp, hz) is read in one piece from offset 0, so a file longer "
+            "than one piece is refused in it rather than truncated."
+        )
     )
 
 
@@ -175,7 +185,10 @@ class SandboxFSListParams(StrictModel):
         default=DEFAULT_MAX_ENTRIES,
         ge=1,
         le=MAX_MAX_ENTRIES,
-        description="List at most this many entries, the first by name.",
+        description=(
+            "List at most this many entries: the first the file system returns (its own "
+            "order), sorted by name."
+        ),
     )
 
 
@@ -191,11 +204,18 @@ class SandboxFSEntry(StrictModel):
             "points the sandbox does not cross."
         )
     )
-    size: int | None = Field(ge=0, description="Size in bytes, for files; null otherwise.")
+    size: int | None = Field(
+        ge=0,
+        le=MAX_OFFSET,
+        description=(
+            "Size in bytes, for files; null otherwise, and for a size past 2^53 - 1, which "
+            "JSON cannot carry exactly."
+        ),
+    )
     modified: str | None = Field(
         description=(
             "Last modification time, ISO 8601 in UTC; null for a mount point, whose own "
-            "times lie outside the sandbox."
+            "times lie outside the sandbox, and for a time outside the years 1 to 9999."
         )
     )
 
@@ -208,14 +228,23 @@ class SandboxFSListResult(StrictModel):
         description="The directory's canonical path relative to the sandbox root ('.' for it).",
     )
     entries: list[SandboxFSEntry] = Field(
-        max_length=MAX_MAX_ENTRIES, description="The entries, sorted by name."
+        max_length=MAX_MAX_ENTRIES,
+        description=(
+            "The first entries the file system returned (at most max_entries), sorted by name."
+        ),
     )
     truncated: bool = Field(
-        description="True when the directory holds more entries than were listed."
+        description=(
+            "True when the directory holds more entries than were listed: past max_entries, "
+            "past what one response holds, or past the work one listing may do resolving "
+            "symbolic links."
+        )
     )
     unnamed_entries: int = Field(
         ge=0,
         description=(
-            "Entries left out because their names are not valid UTF-8: no path can name them."
+            "Entries met and left out because no argument could name them: names that are not "
+            "valid UTF-8, that hold a control or format character the argument sanitizer "
+            "refuses, or that are longer than 1,024 characters."
         ),
     )

@@ -36,7 +36,12 @@ from typing import Any, Final
 from mcp_server_suite.config import Settings
 from mcp_server_suite.core.registry import ToolOutput, ToolSpec
 from mcp_server_suite.schemas.errors import ToolFailure
-from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
+from mcp_server_suite.schemas.fs import (
+    MAX_MAX_BYTES,
+    MAX_OFFSET,
+    SandboxFSReadParams,
+    SandboxFSReadResult,
+)
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.tools.fs import _wire
 from mcp_server_suite.tools.fs._refusals import (
@@ -60,6 +65,7 @@ __all__ = [
     "DESCRIPTION",
     "INLINE_MAX_BYTES",
     "MAX_RESPONSE_BYTES",
+    "MAX_WIRE_BYTES_PER_CHAR",
     "FileReader",
     "Piece",
     "build_read_tool",
@@ -245,6 +251,13 @@ def _decode(codec: TextCodec, body: bytes, *, final: bool) -> tuple[str, int]:
     return content, len(body) - len(pending)
 
 
+def _window(params: SandboxFSReadParams) -> int:
+    # `max_bytes`, or fewer where the piece would end past MAX_OFFSET, the largest offset
+    # I-JSON carries exactly (on main, offset 2**53 - 9 of a 2**60-byte sparse file answered a
+    # next_offset past it).
+    return min(params.max_bytes, MAX_OFFSET - params.offset)
+
+
 def _read_at_most(fd: int, limit: int, offset: int) -> bytes:
     chunks: list[bytes] = []
     remaining = limit
@@ -313,7 +326,7 @@ class FileReader:
                 self._ensure_regular(resolved, params.relative_path)
                 fd = self._resolver.reopen(resolved, _READ_FLAGS)
                 try:
-                    data = _read_at_most(fd, params.max_bytes + 1, params.offset)
+                    data = _read_at_most(fd, _window(params) + 1, params.offset)
                     signature = b""
                     if codec.byte_orders:
                         signature = os.pread(fd, _SIGNATURE_BYTES, 0)
@@ -322,7 +335,7 @@ class FileReader:
             finally:
                 resolved.close()
         except OSError as exc:
-            raise os_failure(exc.errno, subject_of(params.relative_path), TOOL) from None
+            raise os_failure(exc, subject_of(params.relative_path), TOOL) from None
         return SandboxFSReadResult(**self._fields(params, codec, resolved.path, data, signature))
 
     def read_now(self, params: SandboxFSReadParams) -> dict[str, Any] | None:
@@ -348,26 +361,31 @@ class FileReader:
                 return None
             try:
                 self._ensure_regular(resolved, params.relative_path)
-                size = resolved.status.st_size
-                wanted = params.max_bytes + 1
+                wanted = _window(params) + 1
                 count = min(wanted, INLINE_MAX_BYTES + 1)
-                if count < wanted and size - params.offset >= count:
+                if count < wanted and resolved.status.st_size - params.offset >= count:
+                    # Larger than the inline buffer when it was looked up: a hint only, the
+                    # read below decides.
                     return None
                 fd = self._resolver.reopen(resolved, _READ_FLAGS)
                 try:
                     data = self._read_cached(fd, count, params.offset)
+                    if data is not None and len(data) < count:
+                        data = self._at_end(fd, data, params.offset)
                 finally:
                     os.close(fd)
             finally:
                 resolved.close()
         except OSError as exc:
-            raise os_failure(exc.errno, subject_of(params.relative_path), TOOL) from None
-        # Complete when every byte wanted came, or the read ended where the file ends; a
-        # shorter read is one the page cache could serve only in part.
-        if data is None or (len(data) < wanted and params.offset + len(data) < size):
+            raise os_failure(exc, subject_of(params.relative_path), TOOL) from None
+        # Complete when every byte wanted came, or the read ended where the file ends. A read
+        # that filled the inline buffer but not the window is not complete: the file may go
+        # on (on main, a file a writer flipped between two sizes was answered with the
+        # buffer's 65,537 bytes, a size it never had).
+        if data is None or len(data) == count < wanted:
             return None
-        if codec.byte_orders and len(data) < _SIGNATURE_BYTES and len(data) < size:
-            # A piece shorter than the longest mark, of a file that is not: read the mark
+        if codec.byte_orders and len(data) < _SIGNATURE_BYTES and len(data) == count:
+            # A piece shorter than the longest mark, of a file that goes on: read the mark
             # in a worker thread.
             return None
         return self._fields(params, codec, resolved.path, data, data[:_SIGNATURE_BYTES])
@@ -416,6 +434,15 @@ class FileReader:
             raise OSError(errno.EISDIR, "a directory")
         raise refusal(MCPErrorCode.ACCESS_DENIED, subject_of(untrusted_path), SPECIAL_FILE)
 
+    @staticmethod
+    def _at_end(fd: int, data: bytes, offset: int) -> bytes | None:
+        # A short read is the end of the file, or a page cache that could serve only part of
+        # the range (RWF_NOWAIT). It is taken for the end only when the file's size, asked
+        # after the read, is where the read stopped: a size the file had, never one made up
+        # of a stale size and a later read.
+        end = max(os.fstat(fd).st_size, offset)
+        return data if end == offset + len(data) else None
+
     def _read_cached(self, fd: int, count: int, offset: int) -> bytes | None:
         view = memoryview(self._buffer)[:count]
         try:
@@ -447,11 +474,12 @@ class FileReader:
         # character costs at most MAX_WIRE_BYTES_PER_CHAR), which spares computing it exactly
         # for every read, and gives away at most 2% of the budget for the longest path.
         budget = MAX_RESPONSE_BYTES - _ENVELOPE_BYTES - len(resolved_path) * MAX_WIRE_BYTES_PER_CHAR
+        window = _window(params)
         try:
             piece = decode_piece(
                 data,
                 at=params.offset,
-                window=params.max_bytes,
+                window=window,
                 codec=codec,
                 signature=signature,
                 budget=budget,
@@ -471,13 +499,28 @@ class FileReader:
                 f"unknown: name {codec.name}-le or {codec.name}-be",
                 field="encoding",
             ) from None
+        if piece.truncated and codec.kind is Kind.STATEFUL and piece.bytes_read > 0:
+            # The next piece would have to start at an offset past 0, which a stateful
+            # encoding cannot: no next_offset is offered that would then be refused (on main,
+            # iso2022_jp answered next_offset 5, then refused offset 5). A piece cut before
+            # its first character offers 0 again, which a larger max_bytes reads on from.
+            raise refusal(
+                MCPErrorCode.VALIDATION_ERROR,
+                subject_of(params.relative_path),
+                f"goes on past what one piece holds, and {codec.name} is a stateful encoding, "
+                "read only in one piece from offset 0: read it with a larger max_bytes (at "
+                f"most {MAX_MAX_BYTES:,}), or with latin-1 to see its bytes",
+                field="max_bytes",
+            )
         return {
             "resolved_path": resolved_path,
             "content": piece.content,
             "offset": piece.start,
             "bytes_read": piece.bytes_read,
             "next_offset": piece.start + piece.bytes_read,
-            "truncated": piece.truncated,
+            # A piece that reaches MAX_OFFSET is the last one read: no offset past it can be
+            # sent exactly, so none is offered.
+            "truncated": piece.truncated and window == params.max_bytes,
         }
 
     def read_inline(self, arguments: Mapping[str, Any]) -> ToolOutput | None:

@@ -7,36 +7,53 @@ Rules:
    with `EXDEV` at the step that would leave, whatever exists outside, so no answer tells
    anything about the outside. An absolute `relative_path` is accepted only when it names
    the canonical root by components, before anything is resolved; the rest of it is then
-   resolved like a relative path.
+   resolved like a relative path. Where this system gives no way to tell a mount point
+   (`mounts.py`), a lookup the walk would have to check is refused, not guessed.
 2. The kernel resolves: `openat2` from the root's descriptor with `RESOLVE_BENEATH`,
-   `RESOLVE_NO_MAGICLINKS` and, unless cross-mount reads are enabled, `RESOLVE_NO_XDEV`.
-   Symbolic links are followed as the kernel always follows them: at most 40 per lookup, a
-   trailing `/` after a file is `ENOTDIR`, and so on.
+   `RESOLVE_NO_MAGICLINKS` and `RESOLVE_NO_XDEV`. Symbolic links are followed as the kernel
+   always follows them: at most 40 per lookup, a trailing `/` after a file is `ENOTDIR`, and
+   so on. Where cross-mount reads are enabled, a lookup the kernel refuses with `EXDEV` is
+   resolved again by the walk, which crosses mounts one at a time and refuses the kernel's
+   pseudo file systems (procfs, sysfs...): the kernel cannot be asked to cross some mounts
+   and not others, and the walk gives every resolver the same answer.
 3. Where `openat2` is missing (`ENOSYS`) or refused (`EPERM`, a seccomp filter), for paths
    too long for one system call (`PATH_MAX`), and where `/proc` is not mounted (the walk
-   keeps the leaf's directory, to reopen it by name), a walk in Python gives the same
-   answers: one component at a time with `O_PATH | O_NOFOLLOW` from the directory before,
-   `..` by going back to a directory it already holds (never by opening `..`), symbolic
-   links read and followed here with the kernel's rules (the count of 40, `protected_symlinks`,
-   `/proc` magic links refused), and mounts told apart by their IDs.
+   keeps the leaf's directory, to reopen it by name), the walk (`walk.py`) gives the same
+   answers, holding a bounded number of descriptors however deep the path.
 4. A lookup yields an `O_PATH` descriptor: resolving opens nothing for reading, so no FIFO
    or device is opened by it. `reopen` opens the same inode for I/O once its type is known.
 5. Canonical names come with the descriptor. When the kernel followed no symbolic link they
    are the path's own names, with `..` applied; when it followed some, the walk resolves the
-   path again for its names, and both must have reached the same inode.
+   path again for its names, and both must have reached the same inode. A name reached
+   through a link that no argument could carry is refused (`Unnameable`).
+6. A shortage of descriptors or memory is raised as the kernel's errno (`EMFILE`...) from
+   wherever it happens, never turned into an answer about the path.
 """
 
 import errno
 import logging
 import os
 import stat
-from dataclasses import dataclass
 from typing import Final
 
 from mcp_server_suite.config import ConfigError, Settings
 from mcp_server_suite.tools.fs import _openat2
-from mcp_server_suite.tools.fs.mounts import filesystem_type, mount_id
+from mcp_server_suite.tools.fs._refusals import MountsUnknown, PseudoFilesystem
+from mcp_server_suite.tools.fs.mounts import (
+    PSEUDO_FILESYSTEMS,
+    MountIDs,
+    filesystem_type,
+    mount_id,
+    probe_mount_ids,
+)
 from mcp_server_suite.tools.fs.root import SandboxRoot, open_root
+from mcp_server_suite.tools.fs.walk import (
+    MAX_RESOLVED_CHARS,
+    MAX_SYMLINKS,
+    Budget,
+    Resolved,
+    Walk,
+)
 
 __all__ = [
     "MAX_RESOLVED_CHARS",
@@ -55,14 +72,6 @@ logger = logging.getLogger("mcp_server_suite.tools.fs")
 # component at a time.
 PATH_MAX: Final = 4096
 
-# Linux's MAXSYMLINKS: the most symbolic links the kernel follows in one path lookup.
-MAX_SYMLINKS: Final = 40
-
-# Symbolic links can make a short path's canonical form far longer than PATH_MAX (40 links
-# of up to 4,095 bytes each); the answer repeats the canonical path, so it is bounded. No
-# real tree comes near 16,384 characters.
-MAX_RESOLVED_CHARS: Final = 16 * 1024
-
 # A lookup through `..` that a rename or mount raced fails with EAGAIN, and the kernel asks
 # for a retry; three tries ride out a chance collision, and a caller who keeps renaming is
 # told the path changed.
@@ -70,12 +79,6 @@ _RACE_RETRIES: Final = 3
 
 _LOOKUP_FLAGS: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _KERNEL_FLAGS: Final = os.O_PATH | os.O_CLOEXEC
-
-# A /proc symbolic link is a magic link (it jumps to an object rather than naming a path)
-# exactly when its target is absolute or names an anonymous object ('pipe:[4026]'); the
-# plain ones (self, thread-self, mounts, net) are relative paths.
-_PROCFS: Final = "proc"
-_ANONYMOUS_OBJECT: Final = ":["
 
 
 def relative_beneath(untrusted_path: str, root_names: tuple[str, ...]) -> str:
@@ -103,35 +106,6 @@ def relative_beneath(untrusted_path: str, root_names: tuple[str, ...]) -> str:
     if matched == len(root_names):
         return "."
     raise OSError(errno.EXDEV, "outside the root")
-
-
-@dataclass(frozen=True, slots=True)
-class Resolved:
-    """What a path names: an `O_PATH` descriptor of it, its canonical names and its status.
-
-    Attributes:
-        fd: The descriptor; `close` closes it.
-        names: The canonical components beneath the root; empty for the root itself.
-        status: `fstat` of the descriptor.
-        parent: For a walk that was asked to keep it, the directory holding the leaf and the
-            leaf's name, for reopening it by name where `/proc` is not mounted.
-    """
-
-    fd: int
-    names: tuple[str, ...]
-    status: os.stat_result
-    parent: tuple[int, str] | None = None
-
-    @property
-    def path(self) -> str:
-        """The canonical path relative to the root, `.` for the root."""
-        return "/".join(self.names) or "."
-
-    def close(self) -> None:
-        """Close the descriptors."""
-        os.close(self.fd)
-        if self.parent is not None:
-            os.close(self.parent[0])
 
 
 def _lexical(relative: str) -> tuple[str, ...]:
@@ -167,8 +141,8 @@ class Resolver:
         cached: Whether `openat2` takes `RESOLVE_CACHED` (Linux 5.12).
         proc_reopen: Whether descriptors can be reopened through `/proc/self/fd`.
         root_status: `fstat` of the root.
-        root_mount: The root's mount ID, None where `/proc` cannot tell.
-        root_filesystem: The root's file system type, None where `/proc` cannot tell.
+        mounts: Where mount IDs come from and the root's mount ID, None where nothing tells.
+        root_filesystem: The root's file system type (`mounts.filesystem_type`).
         protected_symlinks: Whether `fs.protected_symlinks` is on, which the walk mirrors.
     """
 
@@ -181,8 +155,8 @@ class Resolver:
         cached: bool,
         proc_reopen: bool,
         root_status: os.stat_result,
-        root_mount: int | None,
-        root_filesystem: str | None,
+        mounts: tuple[MountIDs, int] | None,
+        root_filesystem: str,
         protected_symlinks: bool,
     ) -> None:
         self.root: Final = root
@@ -191,13 +165,12 @@ class Resolver:
         self.cached: Final = cached
         self.proc_reopen: Final = proc_reopen
         self.root_filesystem: Final = root_filesystem
+        self.mounts: Final = mounts
         self._root_status: Final = root_status
-        self._root_mount: Final = root_mount
+        self._root_identity: Final = (root_status.st_dev, root_status.st_ino)
         self._protected_symlinks: Final = protected_symlinks
         self._resolve: Final = (
-            _openat2.RESOLVE_BENEATH
-            | _openat2.RESOLVE_NO_MAGICLINKS
-            | (0 if cross_mounts else _openat2.RESOLVE_NO_XDEV)
+            _openat2.RESOLVE_BENEATH | _openat2.RESOLVE_NO_MAGICLINKS | _openat2.RESOLVE_NO_XDEV
         )
 
     @classmethod
@@ -211,6 +184,7 @@ class Resolver:
 
         Raises:
             SandboxClosed: The root is closed.
+            ConfigError: The root is on a kernel pseudo file system (procfs, sysfs...).
         """
         fd = root.acquire()
         try:
@@ -223,16 +197,29 @@ class Resolver:
                 cached=cached,
                 proc_reopen=_probe_proc_reopen(fd, status),
                 root_status=status,
-                root_mount=mount_id(fd),
+                mounts=probe_mount_ids(fd),
                 root_filesystem=filesystem_type(fd),
                 protected_symlinks=_protected_symlinks(),
             )
         finally:
             root.release()
+        if resolver.root_filesystem in PSEUDO_FILESYSTEMS:
+            raise ConfigError(
+                "MCP_SAFE_DATA_DIR",
+                "a directory on a file system that holds data, not on a kernel pseudo file "
+                "system (procfs, sysfs...)",
+                root.path,
+            )
         if not resolver.proc_reopen:
             logger.warning(
                 "/proc/self/fd is not available: files are reopened by name for reading, and "
                 "a file swapped for a FIFO or device at that moment can be opened (not read)"
+            )
+        if resolver.mounts is None and not cross_mounts:
+            logger.error(
+                "no statx mount IDs, file handles or /proc: mount points beneath the root "
+                "cannot be told apart, so every lookup the walk makes is refused; mount /proc, "
+                "or set MCP_FS_CROSS_MOUNTS=true to read across mounts"
             )
         return resolver
 
@@ -252,7 +239,7 @@ class Resolver:
         """
         encoded = relative.encode("utf-8")
         if not self.kernel or not self.proc_reopen or len(encoded) >= PATH_MAX:
-            return self._walk(root_fd, relative, keep_parent=not self.proc_reopen)
+            return self.walk(root_fd, relative, keep_parent=not self.proc_reopen)
         for _ in range(_RACE_RETRIES):
             try:
                 fd = _openat2.openat2(
@@ -261,6 +248,8 @@ class Resolver:
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     return self._through_links(root_fd, relative, encoded)
+                if exc.errno == errno.EXDEV and self.cross_mounts:
+                    return self.walk(root_fd, relative, keep_parent=False)
                 if exc.errno != errno.EAGAIN:
                     raise
                 continue
@@ -272,7 +261,7 @@ class Resolver:
 
         It answers only what `resolve` would answer for the same path: a path that meets a
         symbolic link, or that the caches cannot resolve, gives None and goes to `resolve`
-        in a worker thread.
+        in a worker thread. It is not used where mounts are crossed.
 
         Raises:
             OSError: As `resolve`.
@@ -329,24 +318,93 @@ class Resolver:
         """The status of the entry `name` of a resolved directory, not following a link.
 
         Raises:
-            OSError: `EXDEV` for a mount point that is not crossed; the lookup's error.
+            OSError: `EXDEV` for a mount point that is not crossed, `PseudoFilesystem` for a
+                pseudo file system, the lookup's error.
         """
-        if self.kernel:
-            fd = _openat2.openat2(
-                dir_fd,
-                name.encode("utf-8"),
-                _LOOKUP_FLAGS,
-                self._resolve | _openat2.RESOLVE_NO_SYMLINKS,
-            )
-        else:
-            fd = os.open(name, _LOOKUP_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, _LOOKUP_FLAGS, dir_fd=dir_fd)
         try:
             status = os.fstat(fd)
-            if not self.kernel:
-                self._ensure_on_root_mount(fd, status)
+            self.ensure_allowed(fd, status)
             return status
         finally:
             os.close(fd)
+
+    def walk(
+        self, root_fd: int, relative: str, *, keep_parent: bool, budget: Budget | None = None
+    ) -> Resolved:
+        """Resolve `relative` one component at a time, with the kernel's rules (rule 3).
+
+        Raises:
+            OSError: As `resolve`.
+            WorkExceeded: `budget` ran out.
+        """
+        walk = self.start_walk(root_fd, budget)
+        try:
+            return walk.run(relative, keep_parent=keep_parent)
+        finally:
+            walk.close()
+
+    def start_walk(self, root_fd: int, budget: Budget | None = None) -> Walk:
+        """A walk at the root, for a caller that resolves several paths from one place.
+
+        Args:
+            root_fd: The root's descriptor, borrowed for as long as the walk is open.
+            budget: The bound on the walk's opens, shared with its forks.
+        """
+        return Walk(self, root_fd, self._root_identity, budget)
+
+    def ensure_allowed(self, fd: int, status: os.stat_result) -> None:
+        """Refuse what a lookup opened when it lies on a mount it may not enter.
+
+        Raises:
+            OSError: `EXDEV` for a mount that is not crossed.
+            PseudoFilesystem: A kernel pseudo file system, even where mounts are crossed.
+            MountsUnknown: Whether it is a mount point cannot be told here.
+        """
+        if self.cross_mounts:
+            # Everything on the root's device is on the root's file system, which is not a
+            # pseudo one (`probe`); anything else is asked what it is.
+            if status.st_dev != self._root_status.st_dev and (
+                filesystem_type(fd) in PSEUDO_FILESYSTEMS
+            ):
+                raise PseudoFilesystem
+            return
+        if self.mounts is None:
+            if status.st_dev != self._root_status.st_dev:
+                raise OSError(errno.EXDEV, "another file system")
+            raise MountsUnknown
+        source, root_mount = self.mounts
+        # Mount IDs tell a bind mount of the same file system apart, and a btrfs subvolume
+        # (another device number, the same mount) is not a mount to the kernel.
+        found = mount_id(fd, source)
+        if found is None:
+            raise MountsUnknown
+        if found != root_mount:
+            raise OSError(errno.EXDEV, "a mount point")
+
+    def link_target(self, fd: int, status: os.stat_result, here: int, followed: int) -> str:
+        """The target of the symbolic link `fd` in directory `here`, if the kernel follows it.
+
+        The kernel's order: the count, then `protected_symlinks`, then an absolute target
+        (which `RESOLVE_BENEATH` refuses).
+
+        Raises:
+            OSError: `ELOOP` past `MAX_SYMLINKS`, `EACCES` for `protected_symlinks`, `EXDEV`
+                for an absolute target.
+        """
+        if followed > MAX_SYMLINKS:
+            raise OSError(errno.ELOOP, "too many levels of symbolic links")
+        if self._protected_symlinks and status.st_uid != os.geteuid():
+            parent = os.fstat(here)
+            sticky_world_writable = stat.S_ISVTX | stat.S_IWOTH
+            if (parent.st_mode & sticky_world_writable) == sticky_world_writable and (
+                parent.st_uid != status.st_uid
+            ):
+                raise OSError(errno.EACCES, "protected_symlinks")
+        target = os.readlink("", dir_fd=fd)
+        if target.startswith("/"):
+            raise OSError(errno.EXDEV, "an absolute symbolic link")
+        return target
 
     def _described(self, fd: int, names: tuple[str, ...]) -> Resolved:
         try:
@@ -362,6 +420,8 @@ class Resolver:
             try:
                 fd = _openat2.openat2(root_fd, encoded, _KERNEL_FLAGS, self._resolve)
             except OSError as exc:
+                if exc.errno == errno.EXDEV and self.cross_mounts:
+                    return self.walk(root_fd, relative, keep_parent=False)
                 if exc.errno != errno.EAGAIN:
                     raise
                 continue
@@ -370,7 +430,7 @@ class Resolver:
             raise OSError(errno.EAGAIN, "the lookup kept racing renames")
         opened = self._described(fd, ())
         try:
-            named = self._walk(root_fd, relative, keep_parent=False)
+            named = self.walk(root_fd, relative, keep_parent=False)
         except BaseException:
             opened.close()
             raise
@@ -381,141 +441,6 @@ class Resolver:
             opened.close()
             raise
         return Resolved(opened.fd, named.names, opened.status)
-
-    def _walk(self, root_fd: int, relative: str, *, keep_parent: bool) -> Resolved:
-        """Resolve `relative` one component at a time, with the kernel's rules (rule 3)."""
-        return _Walk(self, root_fd).run(relative, keep_parent=keep_parent)
-
-    def _ensure_on_root_mount(self, fd: int, status: os.stat_result) -> None:
-        if self.cross_mounts:
-            return
-        if self._root_mount is not None:
-            # Mount IDs tell a bind mount of the same file system apart, and a btrfs
-            # subvolume (another device number, the same mount) is not a mount to the kernel.
-            if mount_id(fd) != self._root_mount:
-                raise OSError(errno.EXDEV, "a mount point")
-        elif status.st_dev != self._root_status.st_dev:
-            raise OSError(errno.EXDEV, "another file system")
-
-    def _link_target(self, fd: int, status: os.stat_result, here: int, followed: int) -> str:
-        # The kernel's order: the count, then protected_symlinks, then magic links, then an
-        # absolute target (which RESOLVE_BENEATH refuses).
-        if followed > MAX_SYMLINKS:
-            raise OSError(errno.ELOOP, "too many levels of symbolic links")
-        if self._protected_symlinks and status.st_uid != os.geteuid():
-            parent = os.fstat(here)
-            sticky_world_writable = stat.S_ISVTX | stat.S_IWOTH
-            if (parent.st_mode & sticky_world_writable) == sticky_world_writable and (
-                parent.st_uid != status.st_uid
-            ):
-                raise OSError(errno.EACCES, "protected_symlinks")
-        target = os.readlink("", dir_fd=fd)
-        if (target.startswith("/") or _ANONYMOUS_OBJECT in target) and self._on_procfs(fd):
-            raise OSError(errno.ELOOP, "a magic link")
-        if target.startswith("/"):
-            raise OSError(errno.EXDEV, "an absolute symbolic link")
-        return target
-
-    def _on_procfs(self, fd: int) -> bool:
-        filesystem = filesystem_type(fd) if self.cross_mounts else self.root_filesystem
-        return filesystem == _PROCFS
-
-
-class _Walk:
-    """One lookup by the walk: the directories it holds, and the links it has followed.
-
-    `held` is the way down from the root, one open directory per component; `..` goes back
-    up it, so the walk never opens `..` and never holds anything above the root.
-    """
-
-    def __init__(self, resolver: Resolver, root_fd: int) -> None:
-        self._resolver = resolver
-        self._root_fd = root_fd
-        self._held: list[tuple[int, str]] = []
-        self._followed = 0
-        # The length of the canonical path so far, bounded by MAX_RESOLVED_CHARS.
-        self._length = 0
-
-    def run(self, relative: str, *, keep_parent: bool) -> Resolved:
-        pending = relative.split("/")
-        pending.reverse()
-        try:
-            while pending:
-                piece = pending.pop()
-                if piece == "":
-                    continue
-                if piece in (".", ".."):
-                    self._dots(piece)
-                    continue
-                leaf = self._step(piece, pending)
-                if leaf is not None:
-                    fd, status = leaf
-                    parent = (os.dup(self._here()), piece) if keep_parent else None
-                    return Resolved(fd, (*self._names(), piece), status, parent)
-            return self._directory(keep_parent=keep_parent)
-        finally:
-            for fd, _ in self._held:
-                os.close(fd)
-
-    def _here(self) -> int:
-        return self._held[-1][0] if self._held else self._root_fd
-
-    def _names(self) -> tuple[str, ...]:
-        return tuple(name for _, name in self._held)
-
-    def _dots(self, piece: str) -> None:
-        # The kernel checks search permission on a directory before every component it
-        # resolves there, `.` and `..` included.
-        os.close(os.open(".", _LOOKUP_FLAGS, dir_fd=self._here()))
-        if piece == "..":
-            if not self._held:
-                raise OSError(errno.EXDEV, "above the root")
-            fd, name = self._held.pop()
-            self._length -= len(name) + 1
-            os.close(fd)
-
-    def _step(self, piece: str, pending: list[str]) -> tuple[int, os.stat_result] | None:
-        """Take one name: hold a directory, follow a link, or return the leaf it names."""
-        fd = os.open(piece, _LOOKUP_FLAGS, dir_fd=self._here())
-        try:
-            status = os.fstat(fd)
-            self._resolver._ensure_on_root_mount(fd, status)
-            if stat.S_ISLNK(status.st_mode):
-                self._followed += 1
-                target = self._resolver._link_target(fd, status, self._here(), self._followed)
-                pending.extend(reversed(target.split("/")))
-                return None
-            self._length += len(piece) + 1
-            if self._length > MAX_RESOLVED_CHARS + 1:
-                raise OSError(errno.ENAMETOOLONG, "the canonical path is too long")
-            if stat.S_ISDIR(status.st_mode):
-                self._held.append((fd, piece))
-                fd = -1
-                return None
-            if pending:
-                raise OSError(errno.ENOTDIR, "not a directory")
-            leaf, fd = (fd, status), -1
-            return leaf
-        finally:
-            if fd >= 0:
-                os.close(fd)
-
-    def _directory(self, *, keep_parent: bool) -> Resolved:
-        # The path ended on a directory: the last one held, or the root itself.
-        names = self._names()
-        if self._held:
-            fd, name = self._held.pop()
-            parent_fd = self._here()
-        else:
-            fd, name = os.open(".", _LOOKUP_FLAGS, dir_fd=self._root_fd), "."
-            parent_fd = self._root_fd
-        try:
-            status = os.fstat(fd)
-            parent = (os.dup(parent_fd), name) if keep_parent else None
-        except BaseException:
-            os.close(fd)
-            raise
-        return Resolved(fd, names, status, parent)
 
 
 def _probe_openat2(fd: int) -> tuple[bool, bool]:
