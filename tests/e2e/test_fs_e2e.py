@@ -27,7 +27,13 @@ from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult
 from mcp_server_suite.tools import build_registry
 from tests.support.fs_tools import reader_of
-from tests.support.fs_tree import OUTSIDE_SECRETS, FSTree, build_fs_tree, ensure_complete
+from tests.support.fs_tree import (
+    OUTSIDE_SECRETS,
+    FSTree,
+    build_fs_tree,
+    ensure_complete,
+    mounted,
+)
 from tests.support.harness import ServerProcess, initialize_params, running_server
 from tests.support.sdk import sdk_session
 
@@ -470,6 +476,65 @@ def test_a_seccomp_filter_that_refuses_openat2_makes_the_server_walk(
         reason = {"EPERM": "a seccomp filter refuses openat2", "ENOSYS": "the kernel has no"}
         walked.wait_for_stderr(reason[refusal])
         walked.wait_for_stderr("paths are resolved by the O_NOFOLLOW walk")
+
+
+# --- without /proc: a mount namespace of the server's own ------------------------------------
+
+# Run before the server: unshare the mount namespace, make it private (so that nothing below
+# propagates to the machine's), and unmount /proc, as a container that does not mount it.
+NOPROC_PRELUDE = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def check(result, what):
+    if result != 0:
+        raise OSError(ctypes.get_errno(), what)
+check(libc.unshare(0x20000), "unshare(CLONE_NEWNS)")
+check(libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None), "mount --make-rprivate /")
+check(libc.umount2(b"/proc", 2), "umount -l /proc")
+"""
+MAIN = """
+import sys
+sys.argv = ["mcp-server-suite"]
+from mcp_server_suite.__main__ import main
+sys.exit(main())
+"""
+
+# Beside the compared paths: a bind mount of the outside directory and one of an outside
+# file beneath the root, of the same file system as the root (only mount IDs tell them).
+BOUND_PATHS = ["dir_only/secret.txt", "dir_only/../ok.txt", "empty.txt", "dir_only"]
+
+
+def _answers_and_listings(server: ServerProcess, tree: FSTree) -> list[Any]:
+    answers = _answers(server, tree)
+    for path in BOUND_PATHS:
+        answers.append(server.call_tool(TOOL, {"relative_path": path})["result"])
+        answers.append(server.call_tool("sandbox_fs_list", {"relative_path": path})["result"])
+    answers.append(server.call_tool("sandbox_fs_list", {})["result"])
+    return answers
+
+
+@pytest.mark.e2e
+@pytest.mark.root
+@pytest.mark.parametrize("walk", [False, True], ids=["noproc", "noproc-walk"])
+def test_without_proc_the_server_confines_as_with_it(tmp_path: Path, walk: bool) -> None:
+    tree = build_fs_tree(tmp_path / "base")
+    with (
+        mounted(str(tree.outside), tree.root / "dir_only", "--bind"),
+        mounted(str(tree.outside / "secret.txt"), tree.root / "empty.txt", "--bind"),
+    ):
+        with running_server(fs_environment(tree.root)) as server:
+            server.initialize()
+            expected = _answers_and_listings(server, tree)
+        launcher = NOPROC_PRELUDE + (SECCOMP_LAUNCHER if walk else MAIN)
+        command = [sys.executable, "-c", launcher, *(["EPERM"] if walk else [])]
+        with running_server(fs_environment(tree.root), command=command) as walked:
+            walked.initialize()
+            answers = _answers_and_listings(walked, tree)
+            walked.wait_for_stderr("/proc/self/fd is not available")
+    assert answers == expected
+    text = json.dumps(answers)
+    assert not any(secret.decode().strip() in text for secret in OUTSIDE_SECRETS)
+    assert "resolves outside the sandbox" in text
 
 
 # --- memory, with the largest reads in flight -----------------------------------------------

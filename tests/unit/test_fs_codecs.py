@@ -217,6 +217,24 @@ def test_no_accepted_codec_hides_a_control_in_ascii_text(name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "ascii_text", "hidden"),
+    [
+        ("utf-16-le", b"ab. cd", "\u202e"),
+        ("utf-16-be", b"a  .b ", "\u202e"),
+        ("cp037", b"it's", "\x1b"),
+        ("cp1140", b"100%", "\n"),
+    ],
+)
+def test_the_codecs_without_the_promise_can_read_ascii_as_anything(
+    name: str, ascii_text: bytes, hidden: str
+) -> None:
+    # Rule 2 makes no promise for them, and says so: the README must not claim more.
+    assert ascii_text.isascii()
+    assert not reads_ascii_as_itself(name)
+    assert hidden in ascii_text.decode(name)
+
+
+@pytest.mark.parametrize(
     ("name", "hidden"), [("utf-7", "\u202e"), ("iso2022_jp_2", "\xad"), ("iso2022_kr", "\xad")]
 )
 def test_the_same_check_finds_what_the_refused_codecs_hide(name: str, hidden: str) -> None:

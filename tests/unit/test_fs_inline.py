@@ -338,6 +338,54 @@ def test_data_not_in_the_page_cache_goes_to_a_worker(
     assert reader.reads_inline
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "max_bytes"),
+    [
+        # On main: looked up at 60,000 bytes, read at 68,192 with max_bytes 100,000, the
+        # inline buffer's 65,537 bytes were answered as the whole file, a size it never had.
+        (60_000, 68_192, 100_000),
+        (10, 68_192, 100_000),
+        (60_000, 65_537, 65_537),
+        # Shrunk under the read: the bytes read are those of a size the file had.
+        (68_192, 100, 100_000),
+        (100, 50, 100_000),
+    ],
+)
+def test_a_writer_never_makes_the_inline_path_answer_a_size_the_file_never_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: int, after: int, max_bytes: int
+) -> None:
+    (tmp_path / "f").write_bytes(b"a" * before)
+    reader = reader_over(tmp_path, root_filesystem="ext4")
+    real = reader._resolver.reopen
+
+    def rewritten(resolved: Any, flags: int) -> int:
+        # After the lookup took the file's size, before the read.
+        (tmp_path / "f").write_bytes(b"b" * after)
+        return real(resolved, flags)
+
+    monkeypatch.setattr(reader._resolver, "reopen", rewritten)
+    params = SandboxFSReadParams(relative_path="f", max_bytes=max_bytes)
+    fields = reader.read_now(params)
+    if fields is None:
+        return
+    end = fields["offset"] + fields["bytes_read"]
+    assert end == min(after, max_bytes)
+    assert fields["truncated"] is (after > max_bytes)
+
+
+def test_a_short_read_is_the_end_only_where_the_file_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    reader = reader_over(tmp_path, root_filesystem="ext4")
+    monkeypatch.setattr(reader, "_read_cached", lambda fd, count, offset: b"x" * 10)
+    assert reader.read_now(SandboxFSReadParams(relative_path="f")) is None
+    monkeypatch.setattr(reader, "_read_cached", lambda fd, count, offset: b"x" * 1000)
+    fields = reader.read_now(SandboxFSReadParams(relative_path="f"))
+    assert fields is not None
+    assert (fields["bytes_read"], fields["truncated"]) == (1000, False)
+
+
 def test_a_file_system_without_nowait_reads_turns_the_inline_path_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,13 +6,16 @@ Rules:
    name never reaches `codecs.lookup`, whose cache keeps every name it has resolved (30,000
    distinct unknown names grew a server by 7 MiB), and no codec outside the table is ever
    loaded on a caller's behalf.
-2. Every codec in the table reads bytes as text, and none can turn ASCII text into a
-   control or format character the bytes do not hold: a file that looks like plain ASCII to
-   a reviewer or a scanner never hides a bidi override when read with an accepted codec.
-   That is why `utf-7` (which reads the ASCII `+IC4-` as U+202E) and the ISO-2022 variants
-   that can switch to a character set holding U+00AD are refused. Codecs in which ASCII text
-   does not read as itself at all (UTF-16, UTF-32, EBCDIC) cannot hide anything in ASCII text
-   and are accepted. The tests check both halves for every entry.
+2. Every codec in the table reads bytes as text. In every codec where ASCII text reads as
+   itself, no ASCII text decodes to a control or format character the bytes do not hold: a
+   file that looks like plain ASCII to a reviewer or a scanner never hides a bidi override
+   when read with one of them. That is why `utf-7` (which reads the ASCII `+IC4-` as U+202E)
+   and the ISO-2022 variants that can switch to a character set holding U+00AD are refused.
+   The codecs where ASCII does not read as itself at all (UTF-16, UTF-32 and EBCDIC) are
+   accepted without that promise: there, bytes that look like ASCII text are other text
+   altogether, which can hold any character (`. ` read as UTF-16-LE is U+202E, `'` read as
+   cp037 is ESC). That is what those encodings mean; a caller who names one gets its text.
+   The tests check both halves for every entry.
 3. A name matches after case folding and with `-` read as `_`, as Python's own aliases
    spell them; the table holds each codec's module name and the standard library's aliases
    of it, so `UTF8`, `latin-1`, `ISO-8859-1` and `windows-1252` all match.

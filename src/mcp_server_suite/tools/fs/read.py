@@ -520,7 +520,11 @@ class FileReader:
             "next_offset": piece.start + piece.bytes_read,
             # A piece that reaches MAX_OFFSET is the last one read: no offset past it can be
             # sent exactly, so none is offered.
-            "truncated": piece.truncated and window == params.max_bytes,
+            "truncated": (
+                piece.truncated
+                and window == params.max_bytes
+                and piece.start + piece.bytes_read < MAX_OFFSET
+            ),
         }
 
     def read_inline(self, arguments: Mapping[str, Any]) -> ToolOutput | None:
