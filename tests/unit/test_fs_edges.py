@@ -24,6 +24,7 @@ from mcp_server_suite.tools.fs._refusals import MountsUnknown
 from mcp_server_suite.tools.fs.listing import build_list_tool
 from mcp_server_suite.tools.fs.resolution import Resolver
 from mcp_server_suite.tools.fs.root import open_root
+from mcp_server_suite.tools.fs.walk import Walk
 from tests.support.fs_tools import complete
 
 
@@ -131,6 +132,42 @@ def test_a_c_library_without_the_call_is_a_kernel_without_it(
     with pytest.raises(OSError, match="not in this C library") as info:
         call(0)
     assert info.value.errno == errno.ENOSYS
+
+
+def test_a_kernel_whose_statx_reports_no_mount_id_has_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before Linux 5.8 statx answers, with STATX_MNT_ID left out of the mask it reports.
+    monkeypatch.setattr(_syscalls, "_statx", lambda *args: 0)
+    with pytest.raises(OSError, match=r"no mount ID before Linux 5\.8") as info:
+        _syscalls.statx_mount_id(0)
+    assert info.value.errno == errno.ENOSYS
+
+
+def test_fdinfo_without_a_mount_id_tells_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "read", lambda fd, size: b"pos:\t0\nflags:\t0\n")
+    fd = os.open("/", os.O_PATH)
+    try:
+        assert mounts.mount_id(fd, mounts.MountIDs.FDINFO) is None
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("path", ["/proc", "/sys", "/dev/pts"])
+def test_a_root_on_a_pseudo_file_system_is_a_config_error(path: str) -> None:
+    with pytest.raises(ConfigError, match="MCP_SAFE_DATA_DIR"):
+        build_list_tool(Settings(safe_data_dir=Path(path)))
+
+
+def test_a_system_that_cannot_tell_mounts_says_so_at_start(
+    root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(resolution, "probe_mount_ids", lambda fd: None)
+    with caplog.at_level("ERROR", logger="mcp_server_suite.tools.fs"):
+        tool = build_list_tool(Settings(safe_data_dir=root))
+    assert "mount points beneath the root cannot be told apart" in caplog.text
+    assert tool.close is not None
+    complete(tool.close())
 
 
 def test_the_calls_report_the_kernel_s_errno() -> None:
@@ -287,6 +324,54 @@ def test_a_failing_fstat_closes_what_it_opened(
 
 
 # --- the listing tool's own edges ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["entry", "link", "base"])
+def test_a_shortage_while_listing_is_answered_as_one(
+    root: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    (root / "link").symlink_to("ok.txt")
+
+    def short(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    tool = build_list_tool(Settings(safe_data_dir=root, metrics_enabled=False))
+    lister = tool.run.__self__  # type: ignore[attr-defined]  # A bound method.
+    if where == "entry":
+        monkeypatch.setattr(lister._resolver, "entry_status", short)
+    elif where == "link":
+        monkeypatch.setattr(Walk, "run", short)
+    else:
+        monkeypatch.setattr(Walk, "enter", short)
+    try:
+        with pytest.raises(ToolFailure) as info:
+            complete(tool.run(SandboxFSListParams()))
+    finally:
+        assert tool.close is not None
+        complete(tool.close())
+    assert info.value.problem.metadata == {"retryable": True}
+
+
+def test_a_directory_changed_before_its_links_are_resolved_is_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "sub" / "link").symlink_to("../ok.txt")
+    tool = build_list_tool(Settings(safe_data_dir=root, metrics_enabled=False))
+    real_enter = Walk.enter
+
+    def swapped(self: Walk, names: tuple[str, ...], identity: tuple[int, int]) -> None:
+        os.rename(root / "sub", root / "was_sub")
+        (root / "sub").mkdir()
+        real_enter(self, names, identity)
+
+    monkeypatch.setattr(Walk, "enter", swapped)
+    try:
+        with pytest.raises(ToolFailure) as info:
+            complete(tool.run(SandboxFSListParams(relative_path="sub")))
+    finally:
+        assert tool.close is not None
+        complete(tool.close())
+    assert info.value.problem.detail == "'sub' changed while it was being read; try again"
 
 
 def test_a_listing_of_a_closed_root_is_refused(root: Path) -> None:

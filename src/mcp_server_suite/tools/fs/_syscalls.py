@@ -98,10 +98,10 @@ def handle_mount_id(fd: int) -> int:
         raise OSError(errno.ENOSYS, "name_to_handle_at is not in this C library")
     handle = ctypes.create_string_buffer(_HANDLE_HEADER_BYTES)
     mount = ctypes.c_int(-1)
-    if _name_to_handle_at(fd, b"", handle, ctypes.byref(mount), _AT_EMPTY_PATH) == 0:
-        return mount.value
+    # With no room for a handle the call fails with EOVERFLOW, having written the mount ID.
+    result = _name_to_handle_at(fd, b"", handle, ctypes.byref(mount), _AT_EMPTY_PATH)
     failure = _failed()
-    if failure.errno == errno.EOVERFLOW and mount.value >= 0:
+    if result != 0 and failure.errno == errno.EOVERFLOW and mount.value >= 0:
         return mount.value
     raise failure
 

@@ -27,6 +27,7 @@ a time outside the years 1 to 9999) are null.
 Listing runs in a worker thread: reading a directory can wait on its file system.
 """
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -172,19 +173,19 @@ class _Links:
         """Whether the link `name` leads to a file or directory inside, by names we can show.
 
         Raises:
-            OSError: A shortage of descriptors or memory.
+            OSError: A shortage of descriptors or memory, or `EAGAIN` when the directory is
+                no longer where its names lead.
             WorkExceeded: The listing's budget ran out.
         """
+        walk = self._start().fork()
         try:
-            walk = self._start().fork()
-            try:
-                target = walk.run(name, keep_parent=False)
-            finally:
-                walk.close()
+            target = walk.run(name, keep_parent=False)
         except OSError as exc:
             if exc.errno in RESOURCE_ERRORS:
                 raise
             return False
+        finally:
+            walk.close()
         target.close()
         return stat.S_ISREG(target.status.st_mode) or stat.S_ISDIR(target.status.st_mode)
 
@@ -196,6 +197,12 @@ class _Links:
             status = self._directory.status
             try:
                 base.enter(self._directory.names, (status.st_dev, status.st_ino))
+            except OSError as exc:
+                base.close()
+                if exc.errno in RESOURCE_ERRORS:
+                    raise
+                # The directory listed is no longer where its names lead.
+                raise OSError(errno.EAGAIN, "the directory changed") from None
             except BaseException:
                 base.close()
                 raise
