@@ -13,6 +13,7 @@ and sizes and holds every mode to the same answers, and to what the tree holds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -29,7 +30,7 @@ from mcp_server_suite.guardrails.sanitizer import ensure_clean_arguments
 from mcp_server_suite.schemas.errors import PolicyViolation
 from mcp_server_suite.schemas.fs import MAX_OFFSET, SandboxFSListResult, SandboxFSReadResult
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
-from tests.support.fs_child import ALL_MODES, Served, served
+from tests.support.fs_child import ALL_MODES, USERS, Served, served
 from tests.support.fs_tree import mounted
 
 pytestmark = pytest.mark.root
@@ -81,9 +82,15 @@ def samples(tmpfs: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="module", params=ALL_MODES)
+COMBINATIONS = list(itertools.product(ALL_MODES, USERS))
+
+
+@pytest.fixture(
+    scope="module", params=COMBINATIONS, ids=[f"{mode}-{user}" for mode, user in COMBINATIONS]
+)
 def tools(samples: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
-    with served(samples, request.param) as built:
+    mode, user = request.param
+    with served(samples, mode, user=user) as built:
         yield built
 
 
