@@ -43,7 +43,7 @@ def _function(name: str, *argtypes: Any) -> Any:
     # An old C library may lack a wrapper (statx came with glibc 2.28): then the call is
     # treated as the kernel not having it.
     function = getattr(_libc, name, None)
-    if function is not None:
+    if function is not None:  # pragma: no branch - glibc before 2.28 has no statx
         function.restype = ctypes.c_int
         function.argtypes = argtypes
     return function
