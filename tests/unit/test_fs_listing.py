@@ -338,3 +338,17 @@ def test_names_too_long_for_any_local_file_system_stay_within_the_bound(
     assert output.structured["unnamed_entries"] == 1
     assert {entry["type"] for entry in entries} == {"other"}
     assert response_bytes(output.structured, output.text) <= MAX_RESPONSE_BYTES
+
+
+def test_a_budget_spent_reaching_the_directory_cuts_the_listing(
+    scratch: tuple[FileTools, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The links of a/b are resolved from a/b, reached again by name: two opens, one too many.
+    tools, directory = scratch
+    (directory / "a" / "b").mkdir(parents=True)
+    (directory / "a" / "b" / "f").write_bytes(b"x")
+    (directory / "a" / "b" / "l").symlink_to("f")
+    monkeypatch.setattr(listing, "LINK_STEPS", 1)
+    answer = listed(tools, relative_path="a/b")
+    assert [entry["name"] for entry in answer["entries"]] == ["f"]
+    assert answer["truncated"] is True
