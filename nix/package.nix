@@ -77,13 +77,16 @@ buildPythonPackage {
   # and their checks with nix-instantiate and systemd-analyze. The package's source holds
   # neither .githooks/, .github/, nix/ nor those scripts, and the code-quality job runs them
   # in a clone. The quickstart and release tests need the scripts, the workflows and uv, which
-  # the build has neither, for the same reason.
+  # the build has neither, for the same reason. The documentation's tests read docs/ and the
+  # repository's other Markdown files, which the source does not hold.
   disabledTestPaths = [
+    "tests/e2e/test_client_examples.py"
     "tests/e2e/test_quickstart.py"
     "tests/e2e/test_release.py"
     "tests/e2e/test_sdk_interop.py"
     "tests/unit/test_audit_scripts.py"
     "tests/unit/test_coverage_gate.py"
+    "tests/unit/test_docs.py"
     "tests/unit/test_envrc.py"
     "tests/unit/test_hooks.py"
     "tests/unit/test_mutation_check.py"

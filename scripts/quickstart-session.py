@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {line}")
     print(
         "\nTo use it from an MCP client, add this to the client's configuration "
-        '(README.md, "Connecting an MCP client"):\n'
+        "(docs/how-to/clients.md):\n"
     )
     print(client_configuration(command, env["MCP_SAFE_DATA_DIR"]))
     return 0

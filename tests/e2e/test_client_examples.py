@@ -1,7 +1,8 @@
-"""Every client configuration in README.md works as pasted, once its paths are real.
+"""Every client configuration of the documentation works as pasted, once its paths are real.
 
-Each `mcpServers` block is read out of the README (tests/support/client_examples.py), its
-example paths replaced, and launched with the official Python SDK's `stdio_client` and
+Each `mcpServers` (or VS Code `servers`) block is read out of README.md and docs/
+(tests/support/client_examples.py), its example paths replaced, and launched with the
+official Python SDK's `stdio_client` and
 `ClientSession` exactly as a client would: the configuration's command, args and env, the
 SDK's own inherited variables on a short `PATH` and a working directory that is not the
 clone. The session lists the tools and calls every one offered.
@@ -33,15 +34,19 @@ from tests.support.client_examples import (
     PLACEHOLDERS,
     ClientExample,
     classify,
-    readme_examples,
+    document_examples,
+    documentation_examples,
     selected_kinds,
     substitute,
 )
+from tests.support.doc_blocks import documents
 from tests.support.harness import REPO_ROOT, base_environment
 from tests.support.postgres import PostgresServer
 
-README = REPO_ROOT / "README.md"
-EXAMPLES = readme_examples(README)
+EXAMPLES = documentation_examples(documents(REPO_ROOT), REPO_ROOT)
+
+# The members an entry may have: what the SDK's launcher reads, and VS Code's transport.
+ENTRY_MEMBERS = frozenset({"command", "args", "env", "type"})
 
 # A desktop client's PATH: the system directories and nothing of the user's.
 CLIENT_PATH = "/usr/bin:/bin"
@@ -64,18 +69,34 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         chosen = [example for example in EXAMPLES if example.kind in kinds]
         if not chosen:
             # An empty parameter set would be a skip; a selection that runs nothing is wrong.
-            raise pytest.UsageError(f"README.md shows no client configuration of kind {kinds}")
+            raise pytest.UsageError(f"the documentation shows no client configuration of {kinds}")
         metafunc.parametrize("example", chosen, ids=[example.id for example in chosen])
 
 
-# --- the README's blocks, whatever this run launches ---------------------------------------
+# --- the documentation's blocks, whatever this run launches ---------------------------------
 
 
 def test_every_block_is_classified_and_every_kind_is_shown() -> None:
     assert {example.kind for example in EXAMPLES} == set(KINDS)
     assert [example.name for example in EXAMPLES] == ["mcp-server-suite"] * len(EXAMPLES)
     for example in EXAMPLES:
-        assert set(example.server) <= {"command", "args", "env"}, example
+        assert set(example.server) <= ENTRY_MEMBERS, example
+    # The README shows the configuration from a clone first, for both keys.
+    readme = [example for example in EXAMPLES if example.document == "README.md"]
+    assert [(example.key, example.kind) for example in readme] == [
+        ("mcpServers", "clone"),
+        ("servers", "clone"),
+    ]
+
+
+def test_vs_code_entries_name_their_transport_and_the_others_do_not() -> None:
+    # VS Code requires `type` on every entry; the other clients take stdio as the default,
+    # and Claude Desktop's documentation shows no `type`.
+    for example in EXAMPLES:
+        if example.key == "servers":
+            assert example.server.get("type") == "stdio", example
+        else:
+            assert "type" not in example.server, example
 
 
 def test_every_block_uses_only_the_documented_example_paths() -> None:
@@ -98,7 +119,29 @@ def test_every_json_block_naming_mcp_servers_is_one_document(tmp_path: Path) -> 
     readme = tmp_path / "README.md"
     readme.write_text('# T\n\n```json\n{"mcpServers": {"a": {"command": "uvx"}}}\n{}\n```\n')
     with pytest.raises(ValueError, match="Extra data"):
-        readme_examples(readme)
+        document_examples(readme, tmp_path)
+
+
+def test_a_block_with_both_keys_is_refused(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text('# T\n\n```json\n{"mcpServers": {}, "servers": {}}\n```\n')
+    with pytest.raises(ValueError, match="keys"):
+        document_examples(page, tmp_path)
+
+
+def test_vs_code_blocks_are_found_under_their_heading(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        '# T\n\n## VS Code\n\n```json\n{"servers": {"a": {"type": "stdio", "command": "uvx"}}}'
+        '\n```\n\n```json\n{"other": 1}\n```\n'
+    )
+    (example,) = document_examples(page, tmp_path)
+    assert (example.document, example.heading, example.key, example.kind) == (
+        "page.md",
+        "VS Code",
+        "servers",
+        "release",
+    )
 
 
 def test_unknown_kinds_are_a_usage_error() -> None:

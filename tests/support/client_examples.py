@@ -1,8 +1,9 @@
-"""The README's client configurations: found, classified, and made runnable on this machine.
+"""The documentation's client configurations: found, classified, and made runnable here.
 
-Every ```json block of README.md that holds `mcpServers` is a configuration a user pastes
-into an MCP client. Each is classified by what it needs to run (`KINDS`), and its example
-paths are replaced by real ones (`PLACEHOLDERS`); nothing else of it is changed.
+Every ```json block of README.md and docs/ that holds `mcpServers` (or `servers`, VS Code's
+key) is a configuration a user pastes into an MCP client. Each is classified by what it needs
+to run (`KINDS`), and its example paths are replaced by real ones (`PLACEHOLDERS`); nothing
+else of it is changed.
 
 A pytest option chooses which kinds a run launches, `--client-examples` (default
 `DEFAULT_KINDS`, the ones any machine with the suite's prerequisites runs). The jobs that
@@ -27,7 +28,8 @@ __all__ = [
     "PLACEHOLDERS",
     "ClientExample",
     "classify",
-    "readme_examples",
+    "document_examples",
+    "documentation_examples",
     "selected_kinds",
     "substitute",
 ]
@@ -43,7 +45,7 @@ KINDS: Final = {
 }
 DEFAULT_KINDS: Final = ("clone", "socket")
 
-# The example paths of the README, as a user replaces them.
+# The example paths of the documentation, as a user replaces them.
 PLACEHOLDERS: Final = (
     "/srv/mcp-server-suite",
     "/srv/mcp-data",
@@ -53,19 +55,27 @@ PLACEHOLDERS: Final = (
 
 _JSON_BLOCK: Final = re.compile(r"^```json\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _HEADING: Final = re.compile(r"^#+ (.+)$", re.MULTILINE)
+# The top-level key of a configuration file: `mcpServers` for most clients, `servers` for VS
+# Code, whose stdio entries also name their transport.
+CONFIGURATION_KEYS: Final = ("mcpServers", "servers")
+_CONFIGURATION: Final = re.compile(r'"(?:mcpServers|servers)"\s*:')
 
 
 @dataclass(frozen=True)
 class ClientExample:
-    """One `mcpServers` entry of the README.
+    """One entry of a client configuration in the documentation.
 
     Attributes:
-        heading: The README heading it stands under.
-        name: Its key in `mcpServers`.
-        server: `command`, and optionally `args` and `env`, as written.
+        document: The file it is written in, relative to the repository.
+        heading: The heading it stands under.
+        key: The configuration's top-level key (`mcpServers` or `servers`).
+        name: Its key in that object.
+        server: `command`, and optionally `args`, `env` and `type`, as written.
     """
 
+    document: str
     heading: str
+    key: str
     name: str
     server: Mapping[str, Any]
 
@@ -75,27 +85,42 @@ class ClientExample:
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{self.heading}"
+        return f"{self.kind}-{self.key}-{Path(self.document).stem}-{self.heading}"
 
 
-def readme_examples(readme: Path) -> list[ClientExample]:
-    """Every client configuration of the README, in order.
+def document_examples(path: Path, root: Path) -> list[ClientExample]:
+    """Every client configuration of one document, in order.
+
+    Args:
+        path: The document.
+        root: The repository, which `ClientExample.document` is relative to.
 
     Raises:
-        ValueError: A ```json block names `mcpServers` but is not one JSON document.
+        ValueError: A ```json block names a configuration key but is not one JSON document
+            with exactly one of them.
     """
-    text = readme.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
     examples = []
     for match in _JSON_BLOCK.finditer(text):
         block = match.group(1)
-        if "mcpServers" not in block:
+        if not _CONFIGURATION.search(block):
             continue
         headings = _HEADING.findall(text, 0, match.start())
         heading = headings[-1] if headings else "top"
         document = json.loads(block)
-        for name, server in document["mcpServers"].items():
-            examples.append(ClientExample(heading, name, server))
+        keys = [key for key in CONFIGURATION_KEYS if key in document]
+        if len(keys) != 1:
+            raise ValueError(f"{path.name}: a configuration block with the keys {keys}")
+        for name, server in document[keys[0]].items():
+            examples.append(
+                ClientExample(str(path.relative_to(root)), heading, keys[0], name, server)
+            )
     return examples
+
+
+def documentation_examples(documents: list[Path], root: Path) -> list[ClientExample]:
+    """Every client configuration of the documentation, in the order of `documents`."""
+    return [example for path in documents for example in document_examples(path, root)]
 
 
 def classify(server: Mapping[str, Any]) -> str:
@@ -103,7 +128,7 @@ def classify(server: Mapping[str, Any]) -> str:
 
     Raises:
         ValueError: The command is none of the kinds: a new kind of example needs a launcher
-            here before the README may show it.
+            here before the documentation may show it.
     """
     command = str(server["command"])
     if command.endswith("/.cache/venv/bin/mcp-server-suite"):
@@ -139,7 +164,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--client-examples",
         default=",".join(DEFAULT_KINDS),
-        help="comma-separated kinds of README client configurations to launch "
+        help="comma-separated kinds of documented client configurations to launch "
         f"({', '.join(KINDS)}; default {','.join(DEFAULT_KINDS)})",
     )
 

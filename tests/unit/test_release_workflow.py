@@ -1,7 +1,7 @@
 """The release workflow: tags only, one job with an OIDC token, and the checks before it.
 
 Pins are checked for every workflow by test_workflow_pins.py; this module checks what the
-release workflow itself promises (README.md, "Installing").
+release workflow itself promises (docs/development/ci.md, "Releases").
 """
 
 from typing import Any

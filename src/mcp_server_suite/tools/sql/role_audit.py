@@ -42,7 +42,7 @@ Rules:
 4. What remains is a race the check cannot close: a role that owns an object the query
    reaches, and that grants EXECUTE on new code in the microseconds between the guard and
    the query's planning. The least-privilege role's schemas must therefore hold only objects
-   of trusted owners (README, "PostgreSQL least-privilege role").
+   of trusted owners (docs/how-to/postgresql.md).
 """
 
 from dataclasses import dataclass
