@@ -81,6 +81,7 @@ buildPythonPackage {
   # repository's other Markdown files, which the source does not hold.
   disabledTestPaths = [
     "tests/e2e/test_client_examples.py"
+    "tests/e2e/test_doc_commands.py"
     "tests/e2e/test_quickstart.py"
     "tests/e2e/test_release.py"
     "tests/e2e/test_sdk_interop.py"

@@ -54,6 +54,7 @@ __all__ = [
     "reader_settings",
     "start_postgres",
     "stop_postgres",
+    "throwaway_postgres",
 ]
 
 SUPERUSER: Final = "postgres"
@@ -634,14 +635,22 @@ def hostile_server() -> Iterator[tuple[PostgresServer, Path]]:
         stop_postgres(server, base)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A throwaway PostgreSQL server with the corpus fixture loaded, for the whole session."""
+@contextlib.contextmanager
+def throwaway_postgres(*, log_statements: bool = True) -> Iterator[PostgresServer]:
+    """A server with the corpus fixture loaded, stopped and removed on exit; a failure to
+    start it fails the test that needs it (never a skip)."""
     try:
-        server, base = start_postgres()
+        server, base = start_postgres(log_statements=log_statements)
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
         yield server
     finally:
         stop_postgres(server, base)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server with the corpus fixture loaded, for the whole session."""
+    with throwaway_postgres() as server:
+        yield server
