@@ -109,6 +109,7 @@ def test_ci_runs_on_main_and_pull_requests_with_read_only_token() -> None:
         "run: pytest",
         "scripts/coverage-gate.sh",
         "scripts/mutation-check.sh",
+        "mkdocs build --strict",
     ],
 )
 def test_ci_runs_each_gate(command: str) -> None:
@@ -118,10 +119,10 @@ def test_ci_runs_each_gate(command: str) -> None:
 def test_ci_jobs_and_settings() -> None:
     text = CI_WORKFLOW.read_text(encoding="utf-8")
     jobs = re.findall(r"^  ([a-z][a-z-]*):\n    runs-on:", text, re.M)
-    assert {"attribution-audit", "code-quality"} <= set(jobs)
+    assert {"attribution-audit", "code-quality", "docs"} <= set(jobs)
     assert "fetch-depth: 0" in text
     assert "HYPOTHESIS_PROFILE: ci" in text
-    assert text.count("persist-credentials: false") == 2
+    assert text.count("persist-credentials: false") == 3
     # Event data reaches the shell through the environment, never by template expansion
     # inside a script, where a crafted branch name could inject commands.
     blocks = re.findall(r"run: \|\n((?:          .*\n|\n)+)", text)
