@@ -3,7 +3,7 @@
 `scripts/quickstart.sh` is `scripts/_uv.sh` (find or fetch uv), `uv sync` and
 `scripts/quickstart-session.py`. The session script runs here against the server as the suite
 runs it; the bootstrap runs with its downloads replaced by local bytes, because tests never
-reach the network. The whole script on a fresh clone is what the README's Quickstart states.
+reach the network; tests/e2e/test_doc_commands.py runs the README's quickstart on a fresh clone.
 """
 
 from __future__ import annotations
