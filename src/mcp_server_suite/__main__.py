@@ -6,7 +6,7 @@ nothing else in the process can write to stdout. Start-up imports only what answ
 handshake needs: the guardrails and the audit trail load once `initialize` (or the first
 2026-07-28 request other than `server/discover`) is answered, or at the first call, each
 tool's implementation on its first call, and the event loop runs only from the first call
-that needs it (`core.stdio`, the session's phases).
+that needs it (`core.stdio` names the session's phases).
 """
 
 import logging
@@ -30,9 +30,10 @@ from mcp_server_suite.config import (
     unknown_variables,
 )
 from mcp_server_suite.core.framing import LineFramer
+from mcp_server_suite.core.handshake import answer_handshake
 from mcp_server_suite.core.registry import ToolRegistry
 from mcp_server_suite.core.server import Dispatcher
-from mcp_server_suite.core.stdio import Handover, StopSignals, answer_handshake, claim_stdio
+from mcp_server_suite.core.stdio import Handover, StopSignals, claim_stdio
 from mcp_server_suite.tools import build_registry
 
 __all__ = ["main"]
@@ -147,8 +148,7 @@ def _run_session(
 
     from mcp_server_suite.audit.trail import AuditTrail  # noqa: PLC0415
     from mcp_server_suite.core.event_loop import new_event_loop  # noqa: PLC0415
-    from mcp_server_suite.core.inline import InlineCalls  # noqa: PLC0415
-    from mcp_server_suite.core.stdio import serve, serve_inline  # noqa: PLC0415
+    from mcp_server_suite.core.inline import InlineCalls, serve_inline  # noqa: PLC0415
     from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter  # noqa: PLC0415
     from mcp_server_suite.guardrails.pipeline import Guardrails  # noqa: PLC0415
     from mcp_server_suite.workers import set_worker_limit  # noqa: PLC0415
@@ -188,6 +188,9 @@ def _run_session(
         os.close(in_fd)
         os.close(out_fd)
         return
+
+    # The event loop's phase loads only now that the inline phase has handed over to it.
+    from mcp_server_suite.core.session import serve  # noqa: PLC0415
 
     async def session() -> None:
         try:

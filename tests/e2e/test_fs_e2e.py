@@ -21,7 +21,7 @@ import pytest
 
 from mcp_server_suite.config import Settings
 from mcp_server_suite.core.server import Dispatcher
-from mcp_server_suite.core.stdio import serve
+from mcp_server_suite.core.session import serve
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.schemas.fs import SandboxFSReadParams, SandboxFSReadResult

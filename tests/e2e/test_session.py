@@ -33,7 +33,7 @@ from mcp_server_suite import SERVER_NAME, SERVER_TITLE, __version__
 from mcp_server_suite.config import Settings
 from mcp_server_suite.core.framing import MAX_FRAME_BYTES
 from mcp_server_suite.core.server import Dispatcher
-from mcp_server_suite.core.stdio import serve
+from mcp_server_suite.core.session import serve
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.tools import build_registry

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server_suite.core._session import DRAIN_GRACE_S
+from mcp_server_suite.core.stdio import DRAIN_GRACE_S
 from tests.support.harness import ServerProcess, initialize_params
 
 pytestmark = pytest.mark.e2e

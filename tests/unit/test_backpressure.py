@@ -16,12 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_server_suite.core import _session
+from mcp_server_suite.core import session as _session
 from mcp_server_suite.core.backpressure import (
     COMPRESS_BACKLOG_BYTES,
     MAX_PENDING_OUTPUT_BYTES,
     OutputQueue,
 )
+from mcp_server_suite.core.channels import ChannelClosed
 from mcp_server_suite.core.jsonrpc import encode
 
 MIB = 1024 * 1024
@@ -201,13 +202,13 @@ class FakeChannel:
 
     def write_nowait(self, data: memoryview) -> None:
         if not self.open:
-            raise _session.ChannelClosed
+            raise ChannelClosed
         self.written += data
 
     async def wait_writable(self) -> None:
         await self._writable.wait()
         if not self.open:
-            raise _session.ChannelClosed
+            raise ChannelClosed
 
     async def aclose(self) -> None:
         self.open = False
@@ -324,7 +325,7 @@ async def test_a_write_error_at_once_closes_the_output() -> None:
     output = _session._Output(channel, lambda: closed.append(True))
 
     def refuse(data: memoryview) -> None:
-        raise _session.ChannelClosed
+        raise ChannelClosed
 
     channel.write_nowait = refuse  # type: ignore[method-assign]
     output.send(b"x\n")

@@ -25,15 +25,13 @@ import pytest
 from mcp_server_suite.audit.record import Succeeded
 from mcp_server_suite.audit.trail import BATCH_DELAY_S, MAX_BATCH_RECORDS, AuditTrail
 from mcp_server_suite.core.framing import LineFramer
-from mcp_server_suite.core.inline import InlineCalls
+from mcp_server_suite.core.inline import INLINE_BATCH_BYTES, InlineCalls, serve_inline
 from mcp_server_suite.core.registry import RegisteredTool, ToolOutput, ToolRegistry, ToolSpec
 from mcp_server_suite.core.server import Dispatcher, StartCall
 from mcp_server_suite.core.stdio import (
-    INLINE_BATCH_BYTES,
     READ_CHUNK_BYTES,
     Handover,
     StopSignals,
-    serve_inline,
     served_by_transports,
 )
 from mcp_server_suite.guardrails.limiter import ConcurrencyLimiter

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from mcp_server_suite.core.framing import LineFramer
+from mcp_server_suite.core.handshake import answer_handshake
 from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry
 from mcp_server_suite.core.server import Dispatcher, SessionState, StartCall
-from mcp_server_suite.core.stdio import Handover, StopSignals, answer_handshake
+from mcp_server_suite.core.stdio import Handover, StopSignals
 from tests.unit.test_core import ECHO
 
 INITIALIZE = json.dumps(

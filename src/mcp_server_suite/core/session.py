@@ -1,9 +1,21 @@
-"""The asyncio session: everything of the stdio shell that runs on the event loop.
+"""The shell's third phase: the asyncio session, from the first call that needs an event loop.
 
-A private part of `core.stdio`, imported only once the blocking phase has ended, so that
-start-up does not pay for the event loop. The rules are those of `core.stdio`; this module
-holds rules 2 to 5 (one TaskGroup, backpressure, shutdown, descriptors served by type), with
-the accounting of rule 3 in `core.backpressure`.
+Imported only once the blocking phases have handed over, so that start-up does not pay for
+the event loop. It continues the session from exactly where they stopped (`core.stdio`).
+
+Rules:
+
+1. One `asyncio.TaskGroup` owns every task of the session. Each `tools/call` is a child task
+   that runs the guardrails; nothing outlives the session.
+2. Backpressure: every write waits while the output buffer is above its high-water mark,
+   and the read loop waits for the output to drain before it reads more. A client that
+   stops reading stops the server reading, instead of responses queueing without bound
+   (the accounting is `core.backpressure`'s).
+3. Shutdown: end of input, SIGINT and SIGTERM stop the reading and give calls in flight a
+   grace period (`core.stdio.DRAIN_GRACE_S`); a second signal, or the end of the grace
+   period, cancels them. A failed write means the client is gone: calls are cancelled at
+   once. Every path exits 0.
+4. The descriptors are served by type (`core.channels`).
 """
 
 import asyncio
@@ -12,45 +24,28 @@ import ctypes
 import dataclasses
 import functools
 import logging
-import os
 import signal
-import socket
-import stat
-import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
 
 from mcp_server_suite.audit.record import CANCELLED, Crashed, Outcome, Refused, Succeeded
 from mcp_server_suite.audit.trail import AuditTrail
 from mcp_server_suite.core.backpressure import Held, OutputQueue
+from mcp_server_suite.core.channels import Channel, ChannelClosed, open_channel
 from mcp_server_suite.core.framing import NEED_DATA, FrameTooLarge, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.registry import ToolOutput, ToolSpec
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, StartCall
-from mcp_server_suite.core.stdio import READ_CHUNK_BYTES, served_by_transports
+from mcp_server_suite.core.stdio import DRAIN_GRACE_S, Handover, StopSignals
 from mcp_server_suite.guardrails.pipeline import Guardrails
 from mcp_server_suite.schemas.errors import RequestId, ToolFailure, new_correlation_id
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
 from mcp_server_suite.workers import stop_workers
 
-__all__ = [
-    "DRAIN_GRACE_S",
-    "WRITE_CHUNK_BYTES",
-    "WRITE_HIGH_WATER_BYTES",
-    "ChannelClosed",
-    "serve_session",
-]
+__all__ = ["WRITE_CHUNK_BYTES", "serve"]
 
 logger = logging.getLogger(__name__)
-
-# The design document's drain period after EOF or the first signal. Everything of the end of
-# a session (calls finishing, the last responses reaching the client) fits in it.
-DRAIN_GRACE_S: Final = 5.0
-
-# The transport's own buffer pauses writers above this many bytes. 256 KiB holds a few
-# typical results while keeping a stalled client from growing the buffer much further.
-WRITE_HIGH_WATER_BYTES: Final = 256 * 1024
 
 # Responses are handed to the transport in pieces of at most this size, so the transport
 # holds no more than its high-water mark plus one piece: a 13 MiB response is never copied
@@ -65,239 +60,6 @@ _MMAP_THRESHOLD_BYTES: Final = 128 * 1024
 # While the session ends, the output is checked this often for having reached the client
 # (the transport reports only its high-water crossings, not its emptying).
 _FLUSH_POLL_S: Final = 0.01
-
-
-class ChannelClosed(Exception):
-    """The client end of the stream is gone."""
-
-
-class _FlowControl(Protocol):
-    @property
-    def lost(self) -> bool: ...
-
-    @property
-    def paused(self) -> bool: ...
-
-    async def wait_writable(self) -> None: ...
-
-
-class _Channel(Protocol):
-    @property
-    def writable(self) -> bool: ...
-
-    @property
-    def buffered(self) -> int: ...
-
-    async def read(self) -> bytes: ...
-
-    def write_nowait(self, data: memoryview) -> None: ...
-
-    async def wait_writable(self) -> None: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _WriteProtocol(asyncio.BaseProtocol):
-    """Flow control for an asyncio write transport: writers wait while it is paused."""
-
-    def __init__(self) -> None:
-        self._writable = asyncio.Event()
-        self._writable.set()
-        self.lost = False
-
-    @property
-    def paused(self) -> bool:
-        return not self._writable.is_set()
-
-    def pause_writing(self) -> None:
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self._writable.set()
-
-    async def wait_writable(self) -> None:
-        await self._writable.wait()
-        if self.lost:
-            raise ChannelClosed
-
-
-class _StreamChannel:
-    """Input from an asyncio `StreamReader`, output through an asyncio write transport."""
-
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        transport: asyncio.WriteTransport,
-        flow: _FlowControl,
-        extra_close: Callable[[], None] | None = None,
-    ) -> None:
-        self._reader = reader
-        self._transport = transport
-        self._protocol = flow
-        self._extra_close = extra_close
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
-
-    @property
-    def writable(self) -> bool:
-        return not (self._protocol.paused or self._protocol.lost or self._transport.is_closing())
-
-    @property
-    def buffered(self) -> int:
-        return 0 if self._protocol.lost else self._transport.get_write_buffer_size()
-
-    async def read(self) -> bytes:
-        try:
-            return await self._reader.read(READ_CHUNK_BYTES)
-        except (ConnectionError, OSError):
-            return b""
-
-    def write_nowait(self, data: memoryview) -> None:
-        if self._protocol.lost or self._transport.is_closing():
-            raise ChannelClosed
-        self._transport.write(data)
-
-    async def wait_writable(self) -> None:
-        await self._protocol.wait_writable()
-
-    async def aclose(self) -> None:
-        self._transport.close()
-        if self._extra_close is not None:
-            self._extra_close()
-
-
-class _ThreadChannel:
-    """Blocking I/O for regular files and terminals: a daemon thread reads ahead one chunk.
-
-    The reader thread is a daemon on purpose: a read blocked on a terminal cannot be
-    interrupted, and it must not keep the process alive after the session has ended.
-    """
-
-    def __init__(self, in_fd: int, out_fd: int) -> None:
-        self._in_fd = in_fd
-        self._out_fd = out_fd
-        self._loop = asyncio.get_running_loop()
-        self._chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
-        self._wanted = threading.Semaphore(1)
-        self._closed = False
-        threading.Thread(target=self._pump, name="stdin-reader", daemon=True).start()
-
-    @property
-    def writable(self) -> bool:
-        # Writes block until they are done, so the channel is always ready for the next one.
-        return not self._closed
-
-    @property
-    def buffered(self) -> int:
-        return 0
-
-    def _pump(self) -> None:
-        while True:
-            # One chunk is read ahead at most: reading waits until the last one is consumed.
-            self._wanted.acquire()
-            try:
-                chunk = os.read(self._in_fd, READ_CHUNK_BYTES)
-            except OSError:
-                chunk = b""
-            try:
-                self._loop.call_soon_threadsafe(self._chunks.put_nowait, chunk)
-            except RuntimeError:  # pragma: no cover - the loop closed while a read was pending
-                return
-            if not chunk:
-                return
-
-    async def read(self) -> bytes:
-        chunk = await self._chunks.get()
-        if chunk:
-            self._wanted.release()
-        return chunk
-
-    def write_nowait(self, data: memoryview) -> None:
-        if self._closed:
-            raise ChannelClosed
-        view = data
-        try:
-            while view:
-                written = os.write(self._out_fd, view)
-                view = view[written:]
-        except OSError:
-            self._closed = True
-            raise ChannelClosed from None
-
-    async def wait_writable(self) -> None:
-        if self._closed:
-            raise ChannelClosed
-
-    async def aclose(self) -> None:
-        self._closed = True
-        os.close(self._out_fd)
-
-
-async def _open_channel(in_fd: int, out_fd: int) -> _Channel:
-    loop = asyncio.get_running_loop()
-    if not served_by_transports(in_fd, out_fd):
-        return _ThreadChannel(in_fd, out_fd)
-    in_stat = os.fstat(in_fd)
-    out_stat = os.fstat(out_fd)
-    reader = asyncio.StreamReader(limit=READ_CHUNK_BYTES)
-    if stat.S_ISSOCK(in_stat.st_mode):
-        # One socket carries both directions: a write pipe transport on it would read the
-        # client's requests as a sign that the peer had closed.
-        sock = socket.socket(fileno=in_fd)
-        same_socket = (in_stat.st_dev, in_stat.st_ino) == (out_stat.st_dev, out_stat.st_ino)
-        if same_socket:
-            os.close(out_fd)
-        transport, _ = await loop.connect_accepted_socket(
-            lambda: _SocketProtocol(reader), sock=sock
-        )
-        protocol = transport.get_protocol()
-        if not isinstance(protocol, _SocketProtocol):  # pragma: no cover - set just above
-            raise TypeError("unexpected protocol")
-        if same_socket:
-            return _StreamChannel(reader, transport, protocol)
-        write_transport, write_protocol = await loop.connect_write_pipe(
-            _WriteProtocol, os.fdopen(out_fd, "wb", buffering=0)
-        )
-        return _StreamChannel(reader, write_transport, write_protocol, transport.close)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0)
-    )
-    write_transport, write_protocol = await loop.connect_write_pipe(
-        _WriteProtocol, os.fdopen(out_fd, "wb", buffering=0)
-    )
-    return _StreamChannel(reader, write_transport, write_protocol, read_transport.close)
-
-
-class _SocketProtocol(asyncio.StreamReaderProtocol):
-    """A stream reader protocol that also reports write flow control like `_WriteProtocol`."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        super().__init__(reader)
-        self._flow = _WriteProtocol()
-
-    @property
-    def lost(self) -> bool:
-        return self._flow.lost
-
-    @property
-    def paused(self) -> bool:
-        return self._flow.paused
-
-    def pause_writing(self) -> None:
-        self._flow.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._flow.resume_writing()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._flow.connection_lost(exc)
-        super().connection_lost(exc)
-
-    async def wait_writable(self) -> None:
-        await self._flow.wait_writable()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -323,7 +85,7 @@ class _Output:
         on_closed: Called once when a write finds the client gone.
     """
 
-    def __init__(self, channel: _Channel, on_closed: Callable[[], None]) -> None:
+    def __init__(self, channel: Channel, on_closed: Callable[[], None]) -> None:
         self._channel = channel
         self._queue = OutputQueue()
         self._on_closed = on_closed
@@ -455,7 +217,7 @@ class _Session:
         self,
         dispatcher: Dispatcher,
         guardrails: Guardrails,
-        channel: _Channel,
+        channel: Channel,
         framer: LineFramer,
         grace: float,
         *,
@@ -723,54 +485,57 @@ def _return_large_blocks_to_the_system() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES))
 
 
-async def serve_session(
+async def serve(
     dispatcher: Dispatcher,
     guardrails: Guardrails,
     *,
     in_fd: int,
     out_fd: int,
-    framer: LineFramer,
-    first_call: StartCall | None = None,
-    unsent: bytes = b"",
-    early_signals: Sequence[signal.Signals] = (),
+    framer: LineFramer | None = None,
+    stop: StopSignals | None = None,
+    handover: Handover | None = None,
     grace: float = DRAIN_GRACE_S,
     audit: AuditTrail | None = None,
 ) -> None:
-    """Serve one session over the given descriptors until it ends.
+    """Serve the session on the event loop until it ends.
 
     Args:
         dispatcher: The session's protocol state machine.
         guardrails: The limits every call passes.
         in_fd: The descriptor requests arrive on (owned from now on).
         out_fd: The descriptor responses go to (owned from now on).
-        framer: The framer, with whatever the blocking phase left buffered in it.
-        first_call: A call the blocking phase read and left unstarted; it starts first.
-        unsent: Answers the blocking phase could not write; they are sent before anything.
-        early_signals: Stop signals received before the session's handlers were installed.
+        framer: The framer the blocking phases used, with whatever they left buffered in
+            it; a new one when None.
+        stop: The stop-signal handlers of the blocking phases; signals they counted are
+            acted on as soon as the session's own handlers are installed.
+        handover: Where the blocking phases stopped: a call read and left unstarted, which
+            starts first, and answers not yet written, which leave before anything.
         grace: How long calls in flight may finish, and their responses reach the client,
             after input ends or a first signal.
         audit: Where each call is recorded; nothing is recorded when None.
     """
     loop = asyncio.get_running_loop()
     _return_large_blocks_to_the_system()
-    channel = await _open_channel(in_fd, out_fd)
-    trail = AuditTrail(None) if audit is None else audit
+    channel = await open_channel(in_fd, out_fd)
+    handover = Handover() if handover is None else handover
     session = _Session(
         dispatcher,
         guardrails,
         channel,
-        framer,
+        LineFramer() if framer is None else framer,
         grace,
-        first_call=first_call,
-        unsent=unsent,
-        audit=trail,
+        first_call=handover.first_call,
+        unsent=handover.unsent,
+        audit=AuditTrail(None) if audit is None else audit,
     )
     installed: deque[signal.Signals] = deque()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, session.on_signal, signum)
         installed.append(signum)
-    for signum in early_signals:
-        session.on_signal(signum)
+    if stop is not None and stop.last is not None:
+        # At most two count: the second already cancels everything.
+        for _ in range(min(stop.count, 2)):
+            session.on_signal(stop.last)
     try:
         await session.run()
     finally:

@@ -1,0 +1,265 @@
+"""What the event loop reads requests from and writes responses to: the descriptors by type.
+
+Rules:
+
+1. Descriptors are served by what they are (`core.stdio.served_by_transports`): pipes
+   through asyncio's pipe transports, a connected socket (systemd socket activation passes
+   one socket as stdin and stdout) through one socket transport, and regular files,
+   terminals and other character devices through plain blocking I/O with a reader thread,
+   because non-blocking mode cannot be set on them safely and epoll refuses some of them
+   (`/dev/null`, systemd's `StandardInput=null`).
+2. Every channel has one interface (`Channel`): `read` a chunk (empty at the end of input,
+   or when reading fails), `write_nowait` what it takes, `wait_writable` while its buffer is
+   above `WRITE_HIGH_WATER_BYTES`, and `ChannelClosed` once the client is gone.
+"""
+
+import asyncio
+import os
+import socket
+import stat
+import threading
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from mcp_server_suite.core.stdio import READ_CHUNK_BYTES, served_by_transports
+
+__all__ = ["WRITE_HIGH_WATER_BYTES", "Channel", "ChannelClosed", "open_channel"]
+
+# The transport's own buffer pauses writers above this many bytes. 256 KiB holds a few
+# typical results while keeping a stalled client from growing the buffer much further.
+WRITE_HIGH_WATER_BYTES: Final = 256 * 1024
+
+
+class ChannelClosed(Exception):
+    """The client end of the stream is gone."""
+
+
+class _FlowControl(Protocol):
+    @property
+    def lost(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    async def wait_writable(self) -> None: ...
+
+
+class Channel(Protocol):
+    """A session's two directions (rule 2)."""
+
+    @property
+    def writable(self) -> bool: ...
+
+    @property
+    def buffered(self) -> int: ...
+
+    async def read(self) -> bytes: ...
+
+    def write_nowait(self, data: memoryview) -> None: ...
+
+    async def wait_writable(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _WriteProtocol(asyncio.BaseProtocol):
+    """Flow control for an asyncio write transport: writers wait while it is paused."""
+
+    def __init__(self) -> None:
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self.lost = False
+
+    @property
+    def paused(self) -> bool:
+        return not self._writable.is_set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._writable.set()
+
+    async def wait_writable(self) -> None:
+        await self._writable.wait()
+        if self.lost:
+            raise ChannelClosed
+
+
+class _StreamChannel:
+    """Input from an asyncio `StreamReader`, output through an asyncio write transport."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        transport: asyncio.WriteTransport,
+        flow: _FlowControl,
+        extra_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._reader = reader
+        self._transport = transport
+        self._protocol = flow
+        self._extra_close = extra_close
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+
+    @property
+    def writable(self) -> bool:
+        return not (self._protocol.paused or self._protocol.lost or self._transport.is_closing())
+
+    @property
+    def buffered(self) -> int:
+        return 0 if self._protocol.lost else self._transport.get_write_buffer_size()
+
+    async def read(self) -> bytes:
+        try:
+            return await self._reader.read(READ_CHUNK_BYTES)
+        except (ConnectionError, OSError):
+            return b""
+
+    def write_nowait(self, data: memoryview) -> None:
+        if self._protocol.lost or self._transport.is_closing():
+            raise ChannelClosed
+        self._transport.write(data)
+
+    async def wait_writable(self) -> None:
+        await self._protocol.wait_writable()
+
+    async def aclose(self) -> None:
+        self._transport.close()
+        if self._extra_close is not None:
+            self._extra_close()
+
+
+class _ThreadChannel:
+    """Blocking I/O for regular files and terminals: a daemon thread reads ahead one chunk.
+
+    The reader thread is a daemon on purpose: a read blocked on a terminal cannot be
+    interrupted, and it must not keep the process alive after the session has ended.
+    """
+
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._loop = asyncio.get_running_loop()
+        self._chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
+        self._wanted = threading.Semaphore(1)
+        self._closed = False
+        threading.Thread(target=self._pump, name="stdin-reader", daemon=True).start()
+
+    @property
+    def writable(self) -> bool:
+        # Writes block until they are done, so the channel is always ready for the next one.
+        return not self._closed
+
+    @property
+    def buffered(self) -> int:
+        return 0
+
+    def _pump(self) -> None:
+        while True:
+            # One chunk is read ahead at most: reading waits until the last one is consumed.
+            self._wanted.acquire()
+            try:
+                chunk = os.read(self._in_fd, READ_CHUNK_BYTES)
+            except OSError:
+                chunk = b""
+            try:
+                self._loop.call_soon_threadsafe(self._chunks.put_nowait, chunk)
+            except RuntimeError:  # pragma: no cover - the loop closed while a read was pending
+                return
+            if not chunk:
+                return
+
+    async def read(self) -> bytes:
+        chunk = await self._chunks.get()
+        if chunk:
+            self._wanted.release()
+        return chunk
+
+    def write_nowait(self, data: memoryview) -> None:
+        if self._closed:
+            raise ChannelClosed
+        view = data
+        try:
+            while view:
+                written = os.write(self._out_fd, view)
+                view = view[written:]
+        except OSError:
+            self._closed = True
+            raise ChannelClosed from None
+
+    async def wait_writable(self) -> None:
+        if self._closed:
+            raise ChannelClosed
+
+    async def aclose(self) -> None:
+        self._closed = True
+        os.close(self._out_fd)
+
+
+async def open_channel(in_fd: int, out_fd: int) -> Channel:
+    loop = asyncio.get_running_loop()
+    if not served_by_transports(in_fd, out_fd):
+        return _ThreadChannel(in_fd, out_fd)
+    in_stat = os.fstat(in_fd)
+    out_stat = os.fstat(out_fd)
+    reader = asyncio.StreamReader(limit=READ_CHUNK_BYTES)
+    if stat.S_ISSOCK(in_stat.st_mode):
+        # One socket carries both directions: a write pipe transport on it would read the
+        # client's requests as a sign that the peer had closed.
+        sock = socket.socket(fileno=in_fd)
+        same_socket = (in_stat.st_dev, in_stat.st_ino) == (out_stat.st_dev, out_stat.st_ino)
+        if same_socket:
+            os.close(out_fd)
+        transport, _ = await loop.connect_accepted_socket(
+            lambda: _SocketProtocol(reader), sock=sock
+        )
+        protocol = transport.get_protocol()
+        if not isinstance(protocol, _SocketProtocol):  # pragma: no cover - set just above
+            raise TypeError("unexpected protocol")
+        if same_socket:
+            return _StreamChannel(reader, transport, protocol)
+        write_transport, write_protocol = await loop.connect_write_pipe(
+            _WriteProtocol, os.fdopen(out_fd, "wb", buffering=0)
+        )
+        return _StreamChannel(reader, write_transport, write_protocol, transport.close)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0)
+    )
+    write_transport, write_protocol = await loop.connect_write_pipe(
+        _WriteProtocol, os.fdopen(out_fd, "wb", buffering=0)
+    )
+    return _StreamChannel(reader, write_transport, write_protocol, read_transport.close)
+
+
+class _SocketProtocol(asyncio.StreamReaderProtocol):
+    """A stream reader protocol that also reports write flow control like `_WriteProtocol`."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        super().__init__(reader)
+        self._flow = _WriteProtocol()
+
+    @property
+    def lost(self) -> bool:
+        return self._flow.lost
+
+    @property
+    def paused(self) -> bool:
+        return self._flow.paused
+
+    def pause_writing(self) -> None:
+        self._flow.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._flow.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._flow.connection_lost(exc)
+        super().connection_lost(exc)
+
+    async def wait_writable(self) -> None:
+        await self._flow.wait_writable()
