@@ -22,10 +22,17 @@ Rules:
 4. Cancelling the awaiting task does not interrupt the thread, but its result is dropped when
    it arrives, and a closed event loop is never called.
 5. A forked child starts with an empty pool: it has none of its parent's threads.
+6. A thread that cannot start (a pids cgroup limit, `RLIMIT_NPROC`, `RLIMIT_AS` or memory
+   pressure: `RuntimeError: can't start new thread`) is not counted: the next call tries
+   again, so the pool works as soon as threads can start. Meanwhile a call that no worker
+   can take is refused at once with `WorkerUnavailable`, a retryable in-band problem,
+   instead of waiting in the queue for its deadline; with workers alive it waits for them.
+   The first failure of a run of them is logged, and the first start after it.
 """
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import threading
@@ -33,13 +40,40 @@ from collections.abc import Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
 from mcp_server_suite.guardrails.limiter import MAX_IN_FLIGHT
+from mcp_server_suite.schemas.errors import ToolFailure
+from mcp_server_suite.schemas.problems import MCPErrorCode
 
-__all__ = ["run_blocking", "set_worker_limit", "stop_workers", "worker_count"]
+__all__ = [
+    "WorkerUnavailable",
+    "run_blocking",
+    "set_worker_limit",
+    "stop_workers",
+    "worker_count",
+]
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]] | None
+
+
+class WorkerUnavailable(ToolFailure):
+    """No worker thread could take the call: none could be started, and none exists (rule 6).
+
+    The system refused the process another thread; the limit may lift (another process
+    ends, an operator raises it), so the call may be retried.
+    """
+
+    default_code = MCPErrorCode.INTERNAL_ERROR
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The server could not start a thread to run this call: the system refused it "
+            "one (a limit on threads, processes or memory). Retry later.",
+            metadata={"retryable": True},
+        )
 
 
 class _Generation:
@@ -61,6 +95,8 @@ class _WorkerPool:
         self._lock = threading.Lock()
         self.limit = limit
         self._generation = _Generation()
+        # Whether the last attempt to start a worker failed (rule 6, for the log).
+        self._starts_failing = False
 
     @property
     def size(self) -> int:
@@ -71,14 +107,37 @@ class _WorkerPool:
         with self._lock:
             generation = self._generation
             generation.queued += 1
-            if generation.queued > generation.idle and len(generation.threads) < self.limit:
-                thread = threading.Thread(
-                    target=self._work, args=(generation,), name="tool-worker", daemon=True
-                )
-                generation.threads.append(thread)
-                thread.start()
+            wanted = generation.queued > generation.idle and len(generation.threads) < self.limit
+            if wanted and not self._start_worker(generation) and not generation.threads:
+                # Nobody could ever take the job: refused now, not at its deadline.
+                generation.queued -= 1
+                future.set_exception(WorkerUnavailable())
+                return future
         generation.jobs.put((loop, future, call))
         return future
+
+    def _start_worker(self, generation: _Generation) -> bool:
+        # Called with the lock held; whether a new worker runs. One that could not start is
+        # not counted, so the next call tries again (rule 6).
+        thread = threading.Thread(
+            target=self._work, args=(generation,), name="tool-worker", daemon=True
+        )
+        try:
+            thread.start()
+        except RuntimeError as exc:
+            if not self._starts_failing:
+                self._starts_failing = True
+                logger.warning(
+                    "could not start a worker thread (%s): calls that need one wait for the "
+                    "workers running, or are refused while there are none",
+                    exc,
+                )
+            return False
+        if self._starts_failing:
+            self._starts_failing = False
+            logger.warning("worker threads start again")
+        generation.threads.append(thread)
+        return True
 
     def forget_after_fork(self) -> None:
         # A forked child has none of its parent's threads: it starts from an empty pool.

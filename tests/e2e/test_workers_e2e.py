@@ -1,14 +1,23 @@
-"""Worker threads in the real server: abandoned work never grows the pool past the slots.
+"""Worker threads in the real server: abandoned work never grows the pool past the slots,
+and threads that cannot start never disable it.
 
 Corpus case B106 (round 2, `proto.json`): with a 0.5 s deadline on `system_metrics` calls that
 sample the CPU for 2 s, six waves of 16 calls grew the server to 65 threads. Python cannot stop
 a thread, so each abandoned sample keeps its worker; the calls behind it must queue for a
 worker, not start threads of their own.
+
+Issue 21, item 2: started under a memory limit (`RLIMIT_AS`) smaller than one thread's stack
+(glibc gives threads the stack size of `RLIMIT_STACK`), no worker can start; the pool used to
+count each failed start, so after `limit` of them no worker ever started again, even once
+the limit was lifted (with `prlimit`, as an operator would), and `stop` joined threads that
+had never started (a traceback, exit 1).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +34,12 @@ WAVES = 6
 # Besides its workers the server runs one thread: the main one, with the event loop (stdin
 # and stdout are pipes, served by asyncio's transports, not by a reader thread).
 THREADS_BESIDE_WORKERS = 1
+
+
+# One thread's stack (glibc takes `RLIMIT_STACK`) does not fit under the memory limit, the
+# interpreter and the server (about 100 MiB of address space with coverage) do.
+STACK_BYTES = 1 << 30
+ADDRESS_SPACE_BYTES = 900 << 20
 
 
 def threads_of(pid: int) -> int:
@@ -80,3 +95,42 @@ def _wave(server: ServerProcess, wave: int) -> list[dict[str, Any]]:
             }
         )
     return [server.recv() for _ in range(SLOTS)]
+
+
+@pytest.mark.e2e
+def test_threads_that_cannot_start_are_refused_until_they_can_then_the_pool_works() -> None:
+    command = [
+        "prlimit",
+        # `soft:` sets the soft limit alone: lifting it again needs no privilege.
+        f"--stack={STACK_BYTES}:",
+        f"--as={ADDRESS_SPACE_BYTES}:",
+        "--",
+        sys.executable,
+        "-X",
+        "dev",
+        "-m",
+        "mcp_server_suite",
+    ]
+    environment = {"MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01", "MCP_TOOL_TIMEOUT_SECONDS": "30"}
+    with running_server(environment, command=command) as server:
+        server.initialize()
+        # More calls than there are slots: no failed start may take one up.
+        for _ in range(SLOTS + 2):
+            started = time.monotonic()
+            result = server.call_tool("system_metrics", {})["result"]
+            assert result["isError"] is True
+            problem = json.loads(result["content"][0]["text"])
+            assert problem["code"] == "MCP_INTERNAL_ERROR"
+            assert problem["metadata"] == {"retryable": True}
+            # Refused at once, not at the 30 s deadline.
+            assert time.monotonic() - started < 5
+        assert threads_of(server.pid) == THREADS_BESIDE_WORKERS
+        server.wait_for_stderr("could not start a worker thread")
+        subprocess.run(["prlimit", f"--pid={server.pid}", "--as=unlimited"], check=True)
+        answers = _wave(server, 0)
+        assert not any(answer["result"]["isError"] for answer in answers)
+        assert threads_of(server.pid) > THREADS_BESIDE_WORKERS
+        server.close_stdin()
+        assert server.wait() == 0
+        assert "Traceback" not in server.stderr, server.stderr
+        assert server.stderr.count("could not start a worker thread") == 1

@@ -9,7 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from mcp_server_suite.guardrails.limiter import MAX_IN_FLIGHT
-from mcp_server_suite.workers import run_blocking, set_worker_limit, stop_workers, worker_count
+from mcp_server_suite.workers import (
+    WorkerUnavailable,
+    run_blocking,
+    set_worker_limit,
+    stop_workers,
+    worker_count,
+)
 
 
 async def test_result_and_arguments_come_back() -> None:
@@ -167,3 +173,80 @@ def test_a_forked_child_starts_with_an_empty_pool() -> None:
         report = pipe.read().decode()
     os.waitpid(pid, 0)
     assert report == "0 child"
+
+
+# --- threads that cannot start --------------------------------------------------------------
+
+
+class RefusedThreads:
+    """`threading.Thread.start` failing as it does at a pids or memory limit, until lifted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.refusing = True
+        self.refused = 0
+        start = threading.Thread.start
+
+        def refuse_or_start(thread: threading.Thread) -> None:
+            if self.refusing and thread.name == "tool-worker":
+                self.refused += 1
+                raise RuntimeError("can't start new thread")
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", refuse_or_start)
+
+
+@pytest.fixture
+def refused(monkeypatch: pytest.MonkeyPatch, limit: int) -> RefusedThreads:
+    return RefusedThreads(monkeypatch)
+
+
+async def test_a_call_no_worker_can_take_is_refused_retryably_at_once(
+    refused: RefusedThreads, limit: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # More failures than the limit: none of them may count as a worker.
+    for _ in range(2 * limit):
+        with pytest.raises(WorkerUnavailable) as caught:
+            await asyncio.wait_for(run_blocking(lambda: "never"), 1)
+        problem = caught.value.problem
+        assert problem.code == "MCP_INTERNAL_ERROR"
+        assert problem.metadata == {"retryable": True}
+    assert refused.refused == 2 * limit
+    assert worker_count() == 0
+    # Reported once for the whole run of failures.
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "could not start a worker thread" in caplog.records[0].message
+    # Once threads can start again, so does the pool, up to its limit.
+    refused.refusing = False
+    barrier = threading.Barrier(limit, timeout=5)
+    results = await asyncio.gather(*(run_blocking(barrier.wait) for _ in range(limit)))
+    assert sorted(results) == list(range(limit))
+    assert worker_count() == tool_workers() == limit
+    assert "worker threads start again" in caplog.text
+
+
+async def test_a_call_waits_for_the_running_workers_when_no_other_can_start(
+    refused: RefusedThreads, limit: int
+) -> None:
+    refused.refusing = False
+    release = threading.Event()
+    busy = asyncio.ensure_future(run_blocking(release.wait, 10))
+    await asyncio.sleep(0.05)
+    refused.refusing = True
+    queued = asyncio.ensure_future(run_blocking(lambda: "served by the first worker"))
+    await asyncio.sleep(0.05)
+    assert not queued.done()
+    assert refused.refused == 1
+    release.set()
+    assert await busy is True
+    assert await queued == "served by the first worker"
+    assert worker_count() == 1
+
+
+def test_stop_after_threads_failed_to_start_ends_cleanly(refused: RefusedThreads) -> None:
+    with pytest.raises(WorkerUnavailable):
+        asyncio.run(run_blocking(lambda: None))
+    # It used to join the thread that never started: RuntimeError, and exit status 1.
+    stop_workers()
+    refused.refusing = False
+    assert asyncio.run(run_blocking(lambda: 7)) == 7
+    stop_workers()

@@ -14,6 +14,7 @@ Rules:
 """
 
 import asyncio
+import logging
 import os
 import socket
 import stat
@@ -23,11 +24,18 @@ from typing import Final, Protocol
 
 from mcp_server_suite.core.stdio import READ_CHUNK_BYTES, served_by_transports
 
-__all__ = ["WRITE_HIGH_WATER_BYTES", "Channel", "ChannelClosed", "open_channel"]
+__all__ = ["READER_RETRY_S", "WRITE_HIGH_WATER_BYTES", "Channel", "ChannelClosed", "open_channel"]
+
+logger = logging.getLogger(__name__)
 
 # The transport's own buffer pauses writers above this many bytes. 256 KiB holds a few
 # typical results while keeping a stalled client from growing the buffer much further.
 WRITE_HIGH_WATER_BYTES: Final = 256 * 1024
+
+# How often a channel whose reader thread could not start tries again: a limit on threads is
+# lifted by another process ending or by an operator, on a human time scale, and a try is
+# one failed system call.
+READER_RETRY_S: Final = 0.5
 
 
 class ChannelClosed(Exception):
@@ -138,7 +146,10 @@ class _ThreadChannel:
     """Blocking I/O for regular files and terminals: a daemon thread reads ahead one chunk.
 
     The reader thread is a daemon on purpose: a read blocked on a terminal cannot be
-    interrupted, and it must not keep the process alive after the session has ended.
+    interrupted, and it must not keep the process alive after the session has ended. When
+    the system refuses the process a thread (a pids or memory limit), reading waits and tries
+    again every `READER_RETRY_S`, while the rest of the session (calls in flight, signals)
+    goes on.
     """
 
     def __init__(self, in_fd: int, out_fd: int) -> None:
@@ -148,7 +159,19 @@ class _ThreadChannel:
         self._chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
         self._wanted = threading.Semaphore(1)
         self._closed = False
-        threading.Thread(target=self._pump, name="stdin-reader", daemon=True).start()
+        self._reading = self._start_reader()
+
+    def _start_reader(self) -> bool:
+        try:
+            threading.Thread(target=self._pump, name="stdin-reader", daemon=True).start()
+        except RuntimeError as exc:
+            logger.warning(
+                "could not start the input's reader thread (%s); trying again every %.1f s",
+                exc,
+                READER_RETRY_S,
+            )
+            return False
+        return True
 
     @property
     def writable(self) -> bool:
@@ -175,6 +198,9 @@ class _ThreadChannel:
                 return
 
     async def read(self) -> bytes:
+        while not self._reading:
+            await asyncio.sleep(READER_RETRY_S)
+            self._reading = self._start_reader()
         chunk = await self._chunks.get()
         if chunk:
             self._wanted.release()
