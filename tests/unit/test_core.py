@@ -116,7 +116,10 @@ def test_requests_before_initialize_are_refused(dispatcher: Dispatcher, method: 
 def test_unknown_methods_are_answered_at_once_in_any_state(
     dispatcher: Dispatcher, method: str
 ) -> None:
-    assert error_of(dispatcher.handle_frame(request("u", method))) == ("u", -32601)
+    # Before the era is chosen, a discovery without its _meta is a 2026-07-28 request that
+    # lacks its required fields (test_modern.py); in a handshake session it does not exist.
+    opening = -32602 if method == "server/discover" else -32601
+    assert error_of(dispatcher.handle_frame(request("u", method))) == ("u", opening)
     dispatcher.handle_frame(request(0, "initialize", init_params()))
     assert error_of(dispatcher.handle_frame(request("v", method))) == ("v", -32601)
 

@@ -666,3 +666,41 @@ def test_finishing_a_call_that_is_not_in_flight_is_a_bug_in_the_shell() -> None:
         session.dispatcher.call_succeeded(99, {}, "{}")
     # Forgetting one is harmless, whatever it was.
     session.dispatcher.call_abandoned(99)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [None, {}, {"_meta": {}}, {"_meta": {"progressToken": 1}}, {"_meta": []}, []],
+    ids=["no-params", "no-meta", "empty-meta", "legacy-meta", "meta-not-an-object", "array"],
+)
+def test_a_first_discovery_without_its_meta_is_invalid_params_and_does_not_choose(
+    session: Session, params: Any
+) -> None:
+    # Issue 21: it used to open a handshake session (-32601), after which every 2026-07-28
+    # request was refused with -32600. It is a 2026-07-28 request missing its required
+    # fields: -32602, and the era stays open.
+    error = session.message(request(1, "server/discover", params))["error"]
+    assert error["code"] == -32602
+    assert session.dispatcher.state is SessionState.OPENING
+    assert "result" in session.message(modern_request(2, "server/discover"))
+    assert "result" in session.message(modern_request(3, "tools/list"))
+    assert state_of(session.dispatcher) is SessionState.STATELESS
+    # And a client that probed that way may still fall back to the handshake instead.
+    other = Session()
+    other.message(request(1, "server/discover", params))
+    answer = other.dispatcher.handle_frame(request(2, "initialize", init_params()))
+    assert isinstance(answer, Send)
+    assert answer.message["result"]["protocolVersion"] == "2025-11-25"
+    assert state_of(other.dispatcher) is SessionState.READY
+
+
+def test_a_discovery_without_its_meta_in_each_state(session: Session) -> None:
+    # In a 2026-07-28 session it is the same -32602; in a handshake session, which has no
+    # server/discover, it is an unknown method, at once.
+    session.message(modern_request(1, "tools/list"))
+    assert session.message(request(2, "server/discover"))["error"]["code"] == -32602
+    legacy = Session().dispatcher
+    legacy.handle_frame(request(1, "initialize", init_params()))
+    refused = legacy.handle_frame(request(2, "server/discover"))
+    assert isinstance(refused, Send)
+    assert refused.message["error"]["code"] == -32601

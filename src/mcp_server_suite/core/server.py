@@ -13,8 +13,10 @@ Rules:
    `server/discover` decides: one that carries the modern `_meta` (and passes its checks)
    pins the session to 2026-07-28, any other opens a legacy session, which `initialize`
    then initializes. `server/discover` is answered before the era is chosen and does not
-   choose it, so a client may probe and still fall back to `initialize`. Afterwards a
-   request of the other era is refused: `initialize` in a modern session with `-32022`
+   choose it, so a client may probe and still fall back to `initialize`; a discovery
+   without the modern `_meta` does not choose it either (it is a 2026-07-28 request
+   missing its required fields, `-32602`). Afterwards a request of the other era is
+   refused: `initialize` in a modern session with `-32022`
    naming the versions it can use, a request carrying the modern `_meta` in a legacy session
    with `-32600`.
 4. Notifications never get a response, whatever they contain. Responses sent by the client
@@ -318,7 +320,7 @@ class Dispatcher:
                 modern.refuse_handshake(request)
             return modern.handle(self, request)
         # The session is opening (rule 3).
-        if claims_modern:
+        if claims_modern or request.method == "server/discover":
             return modern.handle(self, request)
         self._state = SessionState.AWAITING_INIT
         return legacy.handle(self, request)
