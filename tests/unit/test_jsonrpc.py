@@ -499,3 +499,52 @@ def test_a_cut_message_is_answered_with_its_id_once_the_id_has_arrived_whole(
     with pytest.raises(ParseError) as caught:
         parse_message(message[:cut])
     assert caught.value.request_id == (request_id if cut >= id_complete else None)
+
+
+# Issue 21: `"id":01` and `"id":0x1` were answered with `"id": 0`, a number the client never
+# sent: the decoder reads the longest value that starts the token, and the rest was not
+# looked at. An id is echoed only when its token was read whole.
+@pytest.mark.parametrize(
+    "token",
+    ["01", "0x1", "00", "-01", "1.", "1e", "0b1", "1_0", '"a"b', '"a""b"', "1 2", "tru", "7]"],
+)
+@pytest.mark.parametrize(
+    "layout",
+    [
+        '{"jsonrpc":"2.0","id":%s,"method":"ping"}',
+        '{"jsonrpc":"2.0","method":"ping","id":%s}',
+        '{"jsonrpc":"2.0","id":%s,"method":"ping","params":{"x":NaN}}',
+    ],
+    ids=["first", "last", "beside-a-fault"],
+)
+def test_an_id_not_read_whole_is_never_echoed(token: str, layout: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        parse_message((layout % token).encode())
+    assert caught.value.request_id is None
+
+
+# Tokens that fill the id's place alone: no separator or bracket outside a string, which
+# would end the id's member and start another.
+id_tokens = st.text(alphabet='0123456789-+.eExXb_ "a\\tnrufl', max_size=8) | st.builds(
+    lambda value, junk: json.dumps(value) + junk,
+    st.integers(-(10**6), 10**6) | st.text(max_size=4),
+    st.text(alphabet="0123456789xXeE.-+ab\"'", max_size=3),
+)
+
+
+@given(id_tokens, st.sampled_from(["", ',"params":{"x":NaN}', ',"params":{"x":1}']))
+def test_an_id_echoed_is_exactly_the_token_the_client_sent(token: str, rest: str) -> None:
+    # Whatever fills the id's place, an id is echoed only when the token is, whole, a JSON
+    # value that is a valid id, and then it is that value.
+    frame = ('{"jsonrpc":"2.0","id":' + token + ',"method":"ping"' + rest + "}").encode()
+    try:
+        message = parse_message(frame)
+    except ProtocolError as refused:
+        echoed = refused.request_id
+    else:
+        echoed = message.id if isinstance(message, Request) else None
+    if echoed is None:
+        return
+    value = json.loads(token)
+    assert type(value) is type(echoed)
+    assert value == echoed

@@ -12,8 +12,9 @@ Rules:
    the id can be read, so the client never waits for an answer that was sent to null
    (JSON-RPC asks for null only when the id cannot be detected). The top level is read
    member by member without trusting any of them, each value checked on its own, up to the
-   first value whose end cannot be found; an `id` among the members read, occurring once
-   and valid by itself, is echoed. When the fault lies only in `params`, `data` is a
+   first value whose end cannot be found; an `id` among the members read, occurring once,
+   read whole (its token ends where a separator begins: `01` and `0x1` are not ids) and
+   valid by itself, is echoed. When the fault lies only in `params`, `data` is a
    problem naming the members of `params` at fault. A message that does not open as one
    JSON object of `"name": value` members is answered with a null id.
 4. The envelope is closed: a request has exactly `jsonrpc`, `id`, `method` and optionally
@@ -75,6 +76,9 @@ _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
 _STRING_LITERAL: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKET_RUN_OR_QUOTE: Final = re.compile(r'[\[{]+|[\]}]+|"')
 _SCALAR_END: Final = re.compile(r"[ \t\n\r,\]}]")
+# What may follow a member's value, after whitespace: anything else means the value was not
+# read whole.
+_AFTER_VALUE: Final = (",", "}")
 _CONTAINERS: Final = frozenset({dict, list})
 # A value the C scanner cannot skip (nested past its recursion limit, or malformed) is
 # skipped by counting runs of brackets. Reading an id out of a broken message is a courtesy,
@@ -325,6 +329,12 @@ def _members(text: str, start: int, end: int, *, depth: int) -> list[_Member] | 
                 return [*members, broken]
             value_start = _skip_whitespace(text, at + 1)
             value_end, fault = _read_value(text, value_start, end, depth=depth, id_=key == "id")
+            if value_end is not None and not text.startswith(
+                _AFTER_VALUE, _skip_whitespace(text, value_end)
+            ):
+                # No separator follows: what was decoded is only the beginning of the value
+                # (`01` reads as 0, `0x1` as 0, `"a"b` as "a", `1 2` as 1), not the value.
+                fault = True
             members.append(_Member(key, value_start, value_end, fault or key in seen))
             if key is None or value_end is None:
                 return [*members, broken]
