@@ -33,6 +33,7 @@ from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.handshake import answer_handshake
 from mcp_server_suite.core.registry import ToolRegistry
 from mcp_server_suite.core.server import Dispatcher
+from mcp_server_suite.core.stderr import claim_stderr, install_text_streams
 from mcp_server_suite.core.stdio import Handover, StopSignals, claim_stdio
 from mcp_server_suite.tools import build_registry
 
@@ -43,6 +44,15 @@ __all__ = ["main"]
 EXIT_CONFIG: Final = 78
 
 logger = logging.getLogger("mcp_server_suite")
+
+_LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _console_handler() -> logging.Handler:
+    # The log of a command run by hand (--check-config): plain stderr.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    return handler
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,8 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Installed first: a stop signal while the configuration and the tools are set up is
     # counted and ends the session before it reads anything, with status 0.
     stop = None if options.check_config else StopSignals()
+    stderr = None
     try:
         settings = Settings.from_environ()
+        if stop is not None:
+            # From here on nothing written to stderr waits for its reader (`core.stderr`).
+            stderr = claim_stderr()
+            install_text_streams(stderr)
         registry = build_registry(settings)
         audit_sink = open_sink(settings.audit_log, required=settings.audit_required)
     except ConfigError as exc:
@@ -70,8 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     logging.basicConfig(
         level=settings.log_level_number,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[_console_handler() if stderr is None else stderr.log_handler(_LOG_FORMAT)],
     )
     warnings = [unknown_variable_warning(name) for name in unknown_variables(os.environ)]
     if stop is None:  # --check-config: the report says everything, on stdout.

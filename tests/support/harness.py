@@ -3,11 +3,13 @@
 `ServerProcess` starts `python -X dev -m mcp_server_suite` with an explicit environment (only
 what a test passes, plus what the interpreter and coverage need), reads stdout with
 timeouts so a hung server fails a test instead of hanging it, and collects stderr on a
-thread so the server can never block on a full stderr pipe.
+thread, or, as a client that ignores stderr does, leaves it unread (`stderr_unread`) in a pipe
+shrunk to one page until the test starts reading it (`read_stderr`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import selectors
@@ -24,6 +26,7 @@ from typing import Any
 __all__ = [
     "HANDSHAKE_VERSIONS",
     "REPO_ROOT",
+    "STDERR_PIPE_BYTES",
     "ServerProcess",
     "base_environment",
     "initialize_params",
@@ -37,6 +40,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT_S = 10.0
 
 HANDSHAKE_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+# The stderr pipe of a client that does not read it is shrunk to one page, the least a pipe
+# holds, so that a few dozen records fill it.
+STDERR_PIPE_BYTES = 4096
 
 
 def base_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -78,6 +85,8 @@ class ServerProcess:
         dev_mode: Run under `python -X dev` (asyncio debug, resource warnings).
         command: Run this command line instead of the server's own (a launcher that prepares
             the process, then runs the server in it).
+        stderr_unread: Leave stderr unread, in a pipe of `STDERR_PIPE_BYTES`, until
+            `read_stderr` is called.
     """
 
     def __init__(
@@ -89,6 +98,7 @@ class ServerProcess:
         stdin: int | None = subprocess.PIPE,
         stdout: int | None = subprocess.PIPE,
         command: list[str] | None = None,
+        stderr_unread: bool = False,
     ) -> None:
         if command is None:
             command = [sys.executable]
@@ -106,7 +116,11 @@ class ServerProcess:
         self._buffer = b""
         self._stderr: list[bytes] = []
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._stderr_thread.start()
+        self._stderr_read = False
+        if stderr_unread and self.process.stderr is not None:
+            fcntl.fcntl(self.process.stderr.fileno(), fcntl.F_SETPIPE_SZ, STDERR_PIPE_BYTES)
+        else:
+            self.read_stderr()
         self._next_id = 1000
 
     def _drain_stderr(self) -> None:
@@ -115,6 +129,12 @@ class ServerProcess:
             return
         for line in iter(stream.readline, b""):
             self._stderr.append(line)
+
+    def read_stderr(self) -> None:
+        """Start reading stderr (after leaving it unread): from now on it is collected."""
+        if not self._stderr_read:
+            self._stderr_read = True
+            self._stderr_thread.start()
 
     @property
     def stderr(self) -> str:
@@ -267,7 +287,8 @@ class ServerProcess:
     def wait(self, timeout: float = DEFAULT_TIMEOUT_S) -> int:
         """Wait for the server to exit and return its status."""
         status = self.process.wait(timeout)
-        self._stderr_thread.join(timeout)
+        if self._stderr_thread.is_alive():
+            self._stderr_thread.join(timeout)
         return status
 
     def kill(self) -> None:
@@ -278,7 +299,8 @@ class ServerProcess:
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None and not stream.closed:
                 stream.close()
-        self._stderr_thread.join(DEFAULT_TIMEOUT_S)
+        if self._stderr_thread.is_alive():
+            self._stderr_thread.join(DEFAULT_TIMEOUT_S)
         if self.process.stderr is not None:
             self.process.stderr.close()
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mcp_server_suite.audit.record import CANCELLED, Refused, Succeeded
+from mcp_server_suite.audit.sinks import _JOURNAL_FULL, RecordsLost
 from mcp_server_suite.audit.trail import (
     AUDIT_REFUSAL,
     BATCH_DELAY_S,
@@ -134,7 +135,49 @@ def test_a_failed_write_is_reported_once_and_the_call_goes_on(
         assert trail.record(call(2), CANCELLED, None) is True
     (message,) = [r.getMessage() for r in caplog.records]
     assert "could not be written to memory (ENOSPC)" in message
-    assert "further failures are not reported" in message
+    assert "the records lost are counted" in message
+    # Dropped and counted; the count is reported when the session closes.
+    assert trail.dropped == 2
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        trail.close()
+    assert caplog.records[-1].getMessage() == (
+        "audit trail: 2 records of this session could not be written to memory"
+    )
+
+
+def test_records_a_sink_wrote_before_it_failed_are_not_counted_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The journal sends a datagram per record: the first of three went, then its queue was
+    # full. The report names why, as the sink explains it.
+    sink = MemorySink()
+
+    def two_lost(records: list[bytes]) -> None:
+        sink.lines.extend(records[:1])
+        raise RecordsLost(OSError(errno.EAGAIN, _JOURNAL_FULL), written=1)
+
+    sink.write_batch = two_lost  # type: ignore[method-assign]  # The failing journal.
+    trail = AuditTrail(sink)
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        for request_id in range(3):
+            trail.record(call(request_id), CANCELLED, None, held=True)
+        trail.close()
+    assert trail.dropped == 2
+    assert (
+        "(EAGAIN: the journal's queue is full: journald is not reading)"
+        in caplog.records[0].getMessage()
+    )
+    assert "2 records of this session" in caplog.records[-1].getMessage()
+
+
+def test_a_session_that_lost_one_record_says_so_in_the_singular(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    trail = AuditTrail(MemorySink(fail=errno.EIO))
+    trail.record(call(), CANCELLED, None)
+    with caplog.at_level(logging.ERROR, "mcp_server_suite.audit"):
+        trail.close()
+    assert "1 record of this session could not be written" in caplog.text
 
 
 def test_a_required_trail_refuses_calls_it_cannot_record(

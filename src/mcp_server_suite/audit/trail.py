@@ -13,7 +13,8 @@ Rules:
    when the session closes): one write for all of them, which halves what the trail costs
    each call, at the price of the records of the last few milliseconds if the process is
    killed outright. A record that cannot be written (or built: a bug must not end a session
-   either) is reported once on stderr. Before the event loop runs (the shell's blocking
+   either) is dropped and counted: the first failure is reported once on stderr, with its
+   reason, and the count when the session closes. Before the event loop runs (the shell's blocking
    phase), records taken down with `held` wait for the caller instead of a timer: it calls
    `write_waiting` by `written_by()`, before it waits for input, and when the phase ends.
 4. The trail holds no secret: it sees calls and outcomes, never the settings.
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from mcp_server_suite.audit.record import ArgumentsMode, Outcome, build_record
+from mcp_server_suite.audit.sinks import RecordsLost
 from mcp_server_suite.schemas.problems import MCPErrorCode, Problem
 
 if TYPE_CHECKING:
@@ -99,6 +101,8 @@ class AuditTrail:
         self.clock: Final = clock
         self.session: Final = os.urandom(_SESSION_ID_BYTES).hex()
         self._reported = False
+        # Records that could not be written (rule 3).
+        self.dropped = 0
         self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
         # When the records held for the blocking phase must be written (`clock()` time).
@@ -158,6 +162,13 @@ class AuditTrail:
         if self._sink is not None:
             self._flush()
             self._sink.close()
+            if self.dropped:
+                logger.error(
+                    "audit trail: %d record%s of this session could not be written to %s",
+                    self.dropped,
+                    "s" * (self.dropped != 1),
+                    self._sink.description,
+                )
 
     def _flush(self) -> bool:
         # Returns whether every waiting record was written.
@@ -184,10 +195,16 @@ class AuditTrail:
                 for call, outcome, duration, ended_ns in pending
             ]
             self._sink.write_batch(lines)
-        except OSError as exc:
+        except RecordsLost as lost:
+            self.dropped += len(pending) - lost.written
+            self._report(self._sink, lost.reason)
+            return False
+        except OSError as exc:  # A sink outside this package: its error, by name.
+            self.dropped += len(pending)
             self._report(self._sink, errno.errorcode.get(exc.errno or 0, "error"))
             return False
         except Exception:  # A bug here must not end the session (rule 3).
+            self.dropped += len(pending)
             logger.exception("audit trail: a record could not be built")
             self._report(self._sink, "a bug in the record builder")
             return False
@@ -203,5 +220,5 @@ class AuditTrail:
             reason,
             "calls that cannot be recorded are refused (MCP_AUDIT_REQUIRED)"
             if self._required
-            else "calls go on unrecorded, and further failures are not reported",
+            else "calls go on unrecorded; the records lost are counted",
         )
