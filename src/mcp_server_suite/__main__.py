@@ -33,8 +33,18 @@ from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.handshake import answer_handshake
 from mcp_server_suite.core.registry import ToolRegistry
 from mcp_server_suite.core.server import Dispatcher
-from mcp_server_suite.core.stderr import claim_stderr, install_text_streams
-from mcp_server_suite.core.stdio import Handover, StopSignals, claim_stdio
+from mcp_server_suite.core.stderr import (
+    STDERR_FD,
+    claim_stderr,
+    install_text_streams,
+    stderr_stream,
+)
+from mcp_server_suite.core.stdio import (
+    Handover,
+    StopSignals,
+    claim_stdio,
+    guard_standard_descriptors,
+)
 from mcp_server_suite.tools import build_registry
 
 __all__ = ["main"]
@@ -65,8 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 after a session or a successful check, `EXIT_CONFIG` when the
         configuration is invalid.
     """
+    # Before anything opens a file: a closed standard descriptor's number would be its.
+    closed = guard_standard_descriptors()
+    if STDERR_FD in closed:
+        # The interpreter found no stderr; print() would write to stdout instead.
+        sys.stderr = stderr_stream().text
     options = parse_arguments(argv)
-    # Installed first: a stop signal while the configuration and the tools are set up is
+    # Installed early: a stop signal while the configuration and the tools are set up is
     # counted and ends the session before it reads anything, with status 0.
     stop = None if options.check_config else StopSignals()
     stderr = None
@@ -77,7 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             stderr = claim_stderr()
             install_text_streams(stderr)
         registry = build_registry(settings)
-        audit_sink = open_sink(settings.audit_log, required=settings.audit_required)
+        audit_sink = open_sink(
+            settings.audit_log,
+            required=settings.audit_required,
+            stderr_closed=STDERR_FD in closed,
+        )
     except ConfigError as exc:
         if stop is not None:
             stop.restore()

@@ -237,14 +237,13 @@ def test_stderr_sink_writes_to_descriptor_2(capfd: pytest.CaptureFixture[str]) -
     assert sink.description == "stderr"
 
 
-def test_a_required_trail_needs_an_open_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_required_trail_needs_an_open_stderr() -> None:
+    # A stderr the launcher closed reads /dev/null since start-up
+    # (`core.stdio.guard_standard_descriptors`): records there would be lost.
     assert isinstance(open_sink("stderr", required=True), StderrSink)
-    closed = os.open(os.devnull, os.O_RDONLY)
-    os.close(closed)
-    monkeypatch.setattr(sinks, "_STDERR_FD", closed)
-    assert isinstance(open_sink("stderr"), StderrSink)
+    assert isinstance(open_sink("stderr", stderr_closed=True), StderrSink)
     with pytest.raises(ConfigError, match="an open stderr when MCP_AUDIT_REQUIRED=true"):
-        open_sink("stderr", required=True)
+        open_sink("stderr", required=True, stderr_closed=True)
 
 
 def test_stderr_sink_on_a_stderr_nobody_reads_loses_records_with_the_reason() -> None:

@@ -84,8 +84,6 @@ JOURNAL_SEND_TIMEOUT_S: Final = 1.0
 # The audit log may hold SQL text (MCP_AUDIT_ARGUMENTS=full): only its owner reads it.
 _FILE_MODE: Final = 0o600
 
-_STDERR_FD: Final = 2
-
 
 class RecordsLost(OSError):
     """Records of a batch were not written (rule 3).
@@ -338,13 +336,17 @@ def journal_datagram(record: bytes) -> bytes:
     )
 
 
-def open_sink(destination: str | Path, *, required: bool = False) -> AuditSink | None:
+def open_sink(
+    destination: str | Path, *, required: bool = False, stderr_closed: bool = False
+) -> AuditSink | None:
     """Open the destination `MCP_AUDIT_LOG` names.
 
     Args:
         destination: `stderr`, `off`, `journal`, or an absolute path (validated by config).
         required: Whether calls will be refused when they cannot be recorded; then a closed
             stderr is refused at start-up too, and the journal is waited for (rule 5).
+        stderr_closed: Whether the launcher left stderr closed (it reads /dev/null since:
+            `core.stdio.guard_standard_descriptors`).
 
     Returns:
         The sink, or None for `off`.
@@ -356,7 +358,7 @@ def open_sink(destination: str | Path, *, required: bool = False) -> AuditSink |
     if destination == "off":
         return None
     if destination == "stderr":
-        if required and not _is_open(_STDERR_FD):
+        if required and stderr_closed:
             raise ConfigError("MCP_AUDIT_LOG", "an open stderr when MCP_AUDIT_REQUIRED=true")
         return StderrSink(stderr_stream(), whole=required)
     if destination == "journal":
@@ -377,14 +379,6 @@ def open_sink(destination: str | Path, *, required: bool = False) -> AuditSink |
         raise ConfigError(
             "MCP_AUDIT_LOG", f"a file the server can append to ({_reason(exc)})", str(path)
         ) from None
-
-
-def _is_open(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return False
-    return True
 
 
 def _reason(exc: OSError) -> str:

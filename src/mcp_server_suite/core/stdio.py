@@ -20,12 +20,17 @@ Rules:
    descriptors are duplicated to private descriptors, descriptor 1 is pointed at stderr and
    descriptor 0 at /dev/null (`claim_stdio`), so a stray `print`, a library's log line or a
    C extension's write can never corrupt the stream or steal a request.
-2. Stop signals (SIGINT, SIGTERM) are counted from start-up (`StopSignals`) and end the
+2. A standard descriptor the launcher left closed is opened on /dev/null before anything
+   else can take its number (`guard_standard_descriptors`): otherwise the first file the
+   server opens (the sandbox root, the audit log) would become its stdin, stdout or stderr,
+   and protocol frames would be appended to the audit log, or records written as frames.
+3. Stop signals (SIGINT, SIGTERM) are counted from start-up (`StopSignals`) and end the
    session in every phase, even while a blocking read or write waits for the client.
 
-Calling order: `StopSignals()`, the configuration, `claim_stdio`; then `answer_handshake`,
-then, if it returned a `Handover`, `serve_inline` with its first call, then, if that
-returned a `Handover`, `serve` with it; then `StopSignals.ignore` while the process exits.
+Calling order: `guard_standard_descriptors` before anything opens a file, `StopSignals()`,
+the configuration, `claim_stdio`; then `answer_handshake`, then, if it returned a
+`Handover`, `serve_inline` with its first call, then, if that returned a `Handover`, `serve`
+with it; then `StopSignals.ignore` while the process exits.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     "StopSignals",
     "Stopped",
     "claim_stdio",
+    "guard_standard_descriptors",
     "served_by_transports",
     "write_all",
 ]
@@ -60,6 +66,10 @@ READ_CHUNK_BYTES: Final = 64 * 1024
 DRAIN_GRACE_S: Final = 5.0
 
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+# The standard descriptors, in the order a closed one is filled (rule 2): the lowest free
+# number is the one `open` returns.
+_STANDARD_FDS: Final = (0, 1, 2)
 
 
 def served_by_transports(in_fd: int, out_fd: int) -> bool:
@@ -77,6 +87,36 @@ def served_by_transports(in_fd: int, out_fd: int) -> bool:
     )
 
 
+def guard_standard_descriptors() -> frozenset[int]:
+    """Open /dev/null on every standard descriptor that is closed (rule 2).
+
+    Call it before the process opens anything else: a closed descriptor's number is the
+    first one `open` hands out. Descriptor 0 reads /dev/null (the input ends at once), 1 and
+    2 write to it (what is written there is discarded).
+
+    Returns:
+        The descriptors that were closed, for the start-up checks that depend on them (a
+        trail required on stderr cannot be written to a closed stderr).
+    """
+    closed = frozenset(fd for fd in _STANDARD_FDS if not _is_open(fd))
+    for fd in sorted(closed):
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        # `open` returns the lowest free number, which is `fd`: the lower ones are open or
+        # were just filled. Put it there all the same should that ever not hold.
+        if null != fd:  # pragma: no cover - see above
+            os.dup2(null, fd)
+            os.close(null)
+    return closed
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def claim_stdio() -> tuple[int, int]:
     """Take the protocol's streams away from the rest of the process (rule 1).
 
@@ -91,12 +131,8 @@ def claim_stdio() -> tuple[int, int]:
         os.dup2(null_fd, 0)
     finally:
         os.close(null_fd)
-    try:
-        os.dup2(2, 1)
-    except OSError:  # pragma: no cover - stderr closed by the parent
-        sink = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(sink, 1)
-        os.close(sink)
+    # Stderr is open: `guard_standard_descriptors` saw to it.
+    os.dup2(2, 1)
     return in_fd, out_fd
 
 
@@ -112,7 +148,7 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 class StopSignals:
-    """SIGINT and SIGTERM before the event loop takes them over (rule 2).
+    """SIGINT and SIGTERM before the event loop takes them over (rule 3).
 
     Installed at start-up, these handlers only count signals, except while a blocking read
     or write waits for the client: then they raise `Stopped`, the one way to leave a system
