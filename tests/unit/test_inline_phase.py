@@ -16,6 +16,7 @@ import signal
 import socket
 import threading
 import time
+import tty
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -658,3 +659,40 @@ def test_overdue_records_are_written_before_input_that_already_waits(stop: StopS
         assert [record["request_id"] for record in phase.records()] == [1, 2]
     finally:
         phase.close()
+
+
+# --- a terminal that hangs up (issue 21, item 4) ---------------------------------------------
+
+
+@pytest.mark.parametrize("when", ["reading", "writing"])
+def test_a_terminal_that_hangs_up_ends_the_phase_like_the_event_loop(
+    phase: Phase, when: str
+) -> None:
+    # On a terminal the phase reads and writes with blocking I/O; after a hang-up both give
+    # EIO, which used to escape as an OSError (a traceback, exit 1). Now it is the end of
+    # input or a client gone, as on the event loop: the session ends, nothing in flight.
+    client, server = os.openpty()
+    tty.setraw(server)
+    try:
+        phase.legacy()
+        if when == "writing":
+            phase.framer.receive_data(ping(1))
+            os.close(client)
+        else:
+            os.write(client, ping(1))
+            threading.Timer(0.2, os.close, (client,)).start()
+        assert (
+            serve_inline(
+                phase.calls,
+                phase.dispatcher,
+                phase.framer,
+                phase.stop,
+                in_fd=server,
+                out_fd=server,
+            )
+            is None
+        )
+    finally:
+        os.close(server)
+        with contextlib.suppress(OSError):
+            os.close(client)

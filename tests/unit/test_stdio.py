@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import threading
+import tty
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +14,7 @@ from mcp_server_suite.core.framing import LineFramer
 from mcp_server_suite.core.handshake import answer_handshake
 from mcp_server_suite.core.registry import RegisteredTool, ToolRegistry
 from mcp_server_suite.core.server import Dispatcher, SessionState, StartCall
-from mcp_server_suite.core.stdio import Handover, StopSignals
+from mcp_server_suite.core.stdio import Handover, StopSignals, read_input, write_all
 from tests.unit.test_core import ECHO
 
 INITIALIZE = json.dumps(
@@ -235,3 +236,63 @@ def test_a_signal_interrupts_a_write_blocked_on_a_client_that_does_not_read(
     finally:
         timer.join()
     assert (stop.count, stop.last) == (1, signal.SIGTERM)
+
+
+# --- a terminal that hangs up (issue 21, item 4) ---------------------------------------------
+
+
+class Terminal:
+    """A pseudo-terminal in raw mode: the server reads and writes its side, the client the
+    other, and hangs up by closing it."""
+
+    def __init__(self) -> None:
+        self.client, self.server = os.openpty()
+        tty.setraw(self.server)
+
+    def hang_up(self) -> None:
+        os.close(self.client)
+
+    def close(self) -> None:
+        for fd in (self.client, self.server):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@pytest.fixture
+def terminal() -> Iterator[Terminal]:
+    made = Terminal()
+    yield made
+    made.close()
+
+
+def test_a_hang_up_while_the_handshake_reads_is_the_end_of_input(
+    terminal: Terminal, stop: StopSignals
+) -> None:
+    # The read gives EIO: it used to escape as an OSError (a traceback, exit 1).
+    os.write(terminal.client, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\r\n')
+    threading.Timer(0.2, terminal.hang_up).start()
+    assert (
+        answer_handshake(
+            dispatcher(), LineFramer(), stop, in_fd=terminal.server, out_fd=terminal.server
+        )
+        is None
+    )
+
+
+def test_a_hang_up_before_the_handshake_writes_is_a_client_gone(
+    terminal: Terminal, stop: StopSignals
+) -> None:
+    framer = LineFramer()
+    framer.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    terminal.hang_up()
+    with pytest.raises(ConnectionError):
+        write_all(terminal.server, b"{}\n")
+    assert (
+        answer_handshake(dispatcher(), framer, stop, in_fd=terminal.server, out_fd=terminal.server)
+        is None
+    )
+
+
+def test_read_input_is_empty_when_the_read_fails(terminal: Terminal) -> None:
+    terminal.hang_up()
+    assert read_input(terminal.server) == b""

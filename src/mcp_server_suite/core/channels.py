@@ -22,7 +22,12 @@ import threading
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from mcp_server_suite.core.stdio import READ_CHUNK_BYTES, served_by_transports
+from mcp_server_suite.core.stdio import (
+    READ_CHUNK_BYTES,
+    read_input,
+    served_by_transports,
+    write_all,
+)
 
 __all__ = ["READER_RETRY_S", "WRITE_HIGH_WATER_BYTES", "Channel", "ChannelClosed", "open_channel"]
 
@@ -186,10 +191,7 @@ class _ThreadChannel:
         while True:
             # One chunk is read ahead at most: reading waits until the last one is consumed.
             self._wanted.acquire()
-            try:
-                chunk = os.read(self._in_fd, READ_CHUNK_BYTES)
-            except OSError:
-                chunk = b""
+            chunk = read_input(self._in_fd)
             try:
                 self._loop.call_soon_threadsafe(self._chunks.put_nowait, chunk)
             except RuntimeError:  # pragma: no cover - the loop closed while a read was pending
@@ -209,12 +211,9 @@ class _ThreadChannel:
     def write_nowait(self, data: memoryview) -> None:
         if self._closed:
             raise ChannelClosed
-        view = data
         try:
-            while view:
-                written = os.write(self._out_fd, view)
-                view = view[written:]
-        except OSError:
+            write_all(self._out_fd, data)
+        except ConnectionError:
             self._closed = True
             raise ChannelClosed from None
 

@@ -9,25 +9,25 @@ Rules:
    the guardrails or asyncio have even been imported.
 2. The phase ends when the session is ready for calls, or at the first call, which it hands
    over unstarted (`core.stdio.Handover`); frames after it stay buffered in the framer.
-3. A stop signal or a client gone ends the session (exit 0), even while a read or a write
-   is blocked (`core.stdio`, rule 2).
+3. A stop signal, the end of input or a client gone ends the session (exit 0), even while
+   a read or a write is blocked, and so does a descriptor that fails (`core.stdio`, rules 3
+   and 4).
 
 Imported at start-up: it needs nothing but the protocol core and `core.stdio`.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Final
 
 from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.server import Dispatcher, Send, SessionState, StartCall
 from mcp_server_suite.core.stdio import (
-    READ_CHUNK_BYTES,
     Handover,
     Stopped,
     StopSignals,
+    read_input,
     write_all,
 )
 
@@ -67,7 +67,7 @@ def answer_handshake(
                 if framer.at_eof:
                     return None
                 with stop.interrupting():
-                    chunk = os.read(in_fd, READ_CHUNK_BYTES)
+                    chunk = read_input(in_fd)
                 if chunk:
                     framer.receive_data(chunk)
                 else:
@@ -80,6 +80,6 @@ def answer_handshake(
             if isinstance(action, Send):
                 with stop.interrupting():
                     write_all(out_fd, encode(action.message))
-    except (Stopped, BrokenPipeError, ConnectionError):
+    except (Stopped, ConnectionError):
         return None
     return None

@@ -24,7 +24,8 @@ Rules:
 5. The phase hands over (`core.stdio.Handover`) at the first call that needs the event loop
    (unstarted), at the first write the client does not take at once (the rest unwritten),
    or at the end when subscriptions are open (their closing results need the session's
-   grace); otherwise the session ends here, on end of input, a signal or a client gone.
+   grace); otherwise the session ends here, on end of input, a signal or a client gone,
+   a descriptor that fails included (`core.stdio`, rule 4).
 6. Before a read may sleep, the records of the calls answered so far are written once they
    are due, and input is first looked for awake (`core.busy_poll`).
 """
@@ -44,10 +45,10 @@ from mcp_server_suite.core.framing import NEED_DATA, LineFramer
 from mcp_server_suite.core.jsonrpc import encode
 from mcp_server_suite.core.server import CancelCall, Dispatcher, Send, StartCall
 from mcp_server_suite.core.stdio import (
-    READ_CHUNK_BYTES,
     Handover,
     Stopped,
     StopSignals,
+    read_input,
     served_by_transports,
     write_all,
 )
@@ -172,7 +173,7 @@ class _InlinePhase:
             return self._serve(first_call)
         except Stopped:
             return self._ended()
-        except (BrokenPipeError, ConnectionError):
+        except ConnectionError:
             logger.info("the client went away")
             return None
         finally:
@@ -267,6 +268,12 @@ class _Replies:
             written = os.write(self._fd, data)
         except BlockingIOError:
             written = 0
+        except ConnectionError:
+            raise
+        except (
+            OSError
+        ) as exc:  # The client is gone however the write failed (`core.stdio`, rule 4).
+            raise ConnectionError(exc.errno, exc.strerror) from None
         self._parts = [data[written:]] if written < len(data) else []
         self.size = len(data) - written
         return not self._parts
@@ -294,7 +301,7 @@ def _write_records_unless_input(inputs: select.poll, audit: AuditTrail, stop: St
 def _read_chunk(in_fd: int, inputs: select.poll) -> bytes:
     while True:
         try:
-            return os.read(in_fd, READ_CHUNK_BYTES)
+            return read_input(in_fd)
         except BlockingIOError:
             # A socket that carries both directions shares the output's non-blocking mode:
             # wait until it is readable.

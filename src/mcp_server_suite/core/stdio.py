@@ -26,6 +26,10 @@ Rules:
    and protocol frames would be appended to the audit log, or records written as frames.
 3. Stop signals (SIGINT, SIGTERM) are counted from start-up (`StopSignals`) and end the
    session in every phase, even while a blocking read or write waits for the client.
+4. A descriptor that fails ends the session the same way in every phase: a read that fails
+   (a terminal that hung up gives EIO) is the end of input (`read_input`), a write that
+   fails is a client gone (`write_all` raises `ConnectionError`). Each exits 0, as end of
+   input and a client gone do.
 
 Calling order: `guard_standard_descriptors` before anything opens a file, `StopSignals()`,
 the configuration, `claim_stdio`; then `answer_handshake`, then, if it returned a
@@ -35,6 +39,8 @@ with it; then `StopSignals.ignore` while the process exits.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import signal
 import stat
@@ -53,9 +59,12 @@ __all__ = [
     "Stopped",
     "claim_stdio",
     "guard_standard_descriptors",
+    "read_input",
     "served_by_transports",
     "write_all",
 ]
+
+logger = logging.getLogger(__name__)
 
 # The design document's read size: one 64 KiB chunk on top of the frame ceiling bounds the
 # memory a client can make the reader hold.
@@ -140,11 +149,42 @@ class Stopped(Exception):
     """A stop signal arrived, or the client went away, during a blocking phase."""
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data` with blocking writes."""
+def read_input(fd: int) -> bytes:
+    """Read one chunk of input (rule 4).
+
+    Returns:
+        What was read; empty at the end of input, or when reading failed.
+
+    Raises:
+        BlockingIOError: The descriptor is non-blocking and nothing has arrived yet.
+    """
+    try:
+        return os.read(fd, READ_CHUNK_BYTES)
+    except BlockingIOError:
+        raise
+    except OSError as exc:
+        logger.info("reading the input failed (%s): the end of input", _name(exc))
+        return b""
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of `data` with blocking writes (rule 4).
+
+    Raises:
+        ConnectionError: The write failed: the client is gone.
+    """
     view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except ConnectionError:
+        raise
+    except OSError as exc:
+        raise ConnectionError(exc.errno, exc.strerror) from None
+
+
+def _name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, "error")
 
 
 class StopSignals:
