@@ -12,11 +12,14 @@ hands it a pty it allocated itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
+import threading
 import time
 import tty
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from mcp_server_suite.core.stdio import DRAIN_GRACE_S
 from tests.support.harness import REPO_ROOT, base_environment, initialize_params
 
 pytestmark = pytest.mark.e2e
@@ -143,4 +147,34 @@ def test_a_hang_up_while_answers_are_written_ends_the_session_with_0(
     terminal.hang_up()
     status, stderr = terminal.finish()
     assert status == 0, stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("phase", ["handshake", "inline", "event-loop"])
+def test_a_signal_ends_a_session_whose_terminal_stops_taking_output(
+    terminal: TerminalServer, phase: str
+) -> None:
+    # The client stops reading the terminal: the server's writes to it block, in the blocking
+    # phases and on the event loop alike (where a write used to hold the loop, and with it
+    # the signal handlers). A signal still ends the session, with 0.
+    open_phase(terminal, phase)
+    flood = b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode() + b"\n"
+        for n in range(100, 20_100)
+    )
+
+    def write() -> None:
+        with contextlib.suppress(OSError):
+            os.write(terminal.client, flood)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    # The server has stopped reading: its output is full, so the client's writes block.
+    writer.join(1.0)
+    assert writer.is_alive()
+    signalled = time.monotonic()
+    terminal.process.send_signal(signal.SIGTERM)
+    status, stderr = terminal.finish()
+    assert status == 0, stderr
+    assert time.monotonic() - signalled < DRAIN_GRACE_S + 2.5
     assert "Traceback" not in stderr

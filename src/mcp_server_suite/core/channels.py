@@ -16,6 +16,7 @@ Rules:
 import asyncio
 import logging
 import os
+import queue
 import socket
 import stat
 import threading
@@ -155,6 +156,11 @@ class _ThreadChannel:
     the system refuses the process a thread (a pids or memory limit), reading waits and tries
     again every `READER_RETRY_S`, while the rest of the session (calls in flight, signals)
     goes on.
+
+    Output to a terminal is written by a thread of its own (`_TerminalWriter`): a terminal
+    that stops taking output (flow control, a pseudo-terminal whose other side does not
+    read) would otherwise hold the event loop in a write, where no signal can end it.
+    Regular files and other devices never wait for a reader, and are written at once.
     """
 
     def __init__(self, in_fd: int, out_fd: int) -> None:
@@ -165,6 +171,7 @@ class _ThreadChannel:
         self._wanted = threading.Semaphore(1)
         self._closed = False
         self._reading = self._start_reader()
+        self._writer = _TerminalWriter.start(out_fd, self._loop) if os.isatty(out_fd) else None
 
     def _start_reader(self) -> bool:
         try:
@@ -180,12 +187,14 @@ class _ThreadChannel:
 
     @property
     def writable(self) -> bool:
-        # Writes block until they are done, so the channel is always ready for the next one.
-        return not self._closed
+        # Plain writes block until they are done, so the channel is always ready for the
+        # next one; a terminal's writer takes more until it holds its high-water mark.
+        writer = self._writer
+        return not self._closed and (writer is None or writer.held < WRITE_HIGH_WATER_BYTES)
 
     @property
     def buffered(self) -> int:
-        return 0
+        return 0 if self._writer is None else self._writer.held
 
     def _pump(self) -> None:
         while True:
@@ -211,6 +220,12 @@ class _ThreadChannel:
     def write_nowait(self, data: memoryview) -> None:
         if self._closed:
             raise ChannelClosed
+        if self._writer is not None:
+            if self._writer.failed:
+                self._closed = True
+                raise ChannelClosed
+            self._writer.write(bytes(data))
+            return
         try:
             write_all(self._out_fd, data)
         except ConnectionError:
@@ -218,12 +233,79 @@ class _ThreadChannel:
             raise ChannelClosed from None
 
     async def wait_writable(self) -> None:
+        if self._writer is not None and not self._closed:
+            await self._writer.wait_below(WRITE_HIGH_WATER_BYTES)
+            self._closed = self._writer.failed
         if self._closed:
             raise ChannelClosed
 
     async def aclose(self) -> None:
         self._closed = True
-        os.close(self._out_fd)
+        if self._writer is not None:
+            self._writer.close()
+        else:
+            os.close(self._out_fd)
+
+
+class _TerminalWriter:
+    """Writes to a terminal from a daemon thread, so the event loop never waits for it.
+
+    The thread owns the descriptor and closes it when it ends: a write it still blocks in
+    when the session ends (a terminal that never takes output again) must not outlive the
+    descriptor's number, which the process could reuse for another file.
+    """
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._fd = fd
+        self._loop = loop
+        self._pieces: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._progress = asyncio.Event()
+        # Bytes handed over and not yet written, and whether a write failed: the loop's.
+        self.held = 0
+        self.failed = False
+
+    @classmethod
+    def start(cls, fd: int, loop: asyncio.AbstractEventLoop) -> "_TerminalWriter | None":
+        """A writer whose thread runs; None when the system refused a thread (the channel
+        then writes itself, as it does to a file)."""
+        writer = cls(fd, loop)
+        try:
+            threading.Thread(target=writer._run, name="stdout-writer", daemon=True).start()
+        except RuntimeError as exc:
+            logger.warning("could not start the terminal's writer thread (%s)", exc)
+            return None
+        return writer
+
+    def write(self, data: bytes) -> None:
+        self.held += len(data)
+        self._pieces.put(data)
+
+    async def wait_below(self, limit: int) -> None:
+        while self.held >= limit and not self.failed:
+            self._progress.clear()
+            await self._progress.wait()
+
+    def close(self) -> None:
+        self._pieces.put(None)
+
+    def _run(self) -> None:
+        try:
+            while (data := self._pieces.get()) is not None:
+                try:
+                    write_all(self._fd, data)
+                except ConnectionError:
+                    self._loop.call_soon_threadsafe(self._report, 0, True)
+                    return
+                self._loop.call_soon_threadsafe(self._report, len(data), False)
+        except RuntimeError:  # The loop closed while a write was blocked: nobody waits.
+            return
+        finally:
+            os.close(self._fd)
+
+    def _report(self, written: int, failed: bool) -> None:
+        self.held -= written
+        self.failed = self.failed or failed
+        self._progress.set()
 
 
 async def open_channel(in_fd: int, out_fd: int) -> Channel:
