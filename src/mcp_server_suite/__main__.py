@@ -1,8 +1,10 @@
 """Entry point: configuration, then the registry, then the stdio session.
 
 `python -m mcp_server_suite` and the `mcp-server-suite` console script both land in `main`.
-Logging goes to stderr; the protocol streams are claimed before the session starts, so
-nothing else in the process can write to stdout. Start-up imports only what answering the
+A standard descriptor left closed is opened on /dev/null before anything else; logging
+goes to stderr, which a session writes without ever waiting for its reader (`core.stderr`);
+the protocol streams are claimed before the session starts, so nothing else in the process
+can write to stdout. Start-up imports only what answering the
 handshake needs: the guardrails and the audit trail load once `initialize` (or the first
 2026-07-28 request other than `server/discover`) is answered, or at the first call, each
 tool's implementation on its first call, and the event loop runs only from the first call

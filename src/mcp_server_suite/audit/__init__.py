@@ -7,12 +7,13 @@ what each part may touch:
 - `record`: the record itself, pure and sans-I/O (canonical arguments, digest, outcome, the
   JSON line). Loaded after the handshake, with the event loop, because it needs `hashlib`.
 - `sinks`: where the lines go (stderr, an append-only file, the systemd journal). Opened at
-  start-up, so a destination that cannot be written stops the server before it serves.
+  start-up, so a destination that cannot be written stops the server before it serves; a
+  destination that stops taking records never holds the server up.
 - `trail`: one session's trail, which builds each record, writes it and decides what a
-  failed write means for the call.
+  failed write means for the call, and counts the records it could not write.
 
-Nothing here is imported by start-up but `sinks`, which needs only `os` and `stat` (and
-`socket` for the journal).
+Nothing here is imported by start-up but `sinks`, which needs only the standard library's
+system modules (and `socket`, for the journal alone).
 """
 
 __all__: list[str] = []
