@@ -28,14 +28,6 @@ from tests.support.harness import running_server
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def data(tmp_path: Path) -> str:
-    root = tmp_path / "data"
-    root.mkdir()
-    (root / "hello.txt").write_text("Hello.\n")
-    return str(root)
-
-
 def launched_with_closed(*fds: int) -> list[str]:
     closing = " ".join(f"{fd}>&-" if fd else "<&-" for fd in fds)
     return [
@@ -98,14 +90,16 @@ def wait_until_open(pid: int, *paths: str) -> dict[int, str]:
         time.sleep(0.02)
 
 
-def test_a_closed_stdout_never_sends_frames_into_the_audit_file(tmp_path: Path, data: str) -> None:
+def test_a_closed_stdout_never_sends_frames_into_the_audit_file(
+    tmp_path: Path, sandbox: str
+) -> None:
     log = tmp_path / "audit.jsonl"
-    env = {"MCP_AUDIT_LOG": str(log), "MCP_SAFE_DATA_DIR": data}
+    env = {"MCP_AUDIT_LOG": str(log), "MCP_SAFE_DATA_DIR": sandbox}
     with running_server(env, command=launched_with_closed(1), stdout=None) as server:
-        fds = wait_until_open(server.pid, data, str(log))
+        fds = wait_until_open(server.pid, sandbox, str(log))
         # What start-up opened lies above the standard descriptors, and the protocol's output
         # is the /dev/null that filled the closed stdout (descriptor 1 now points at stderr).
-        assert {fds[fd] for fd in fds if fd > 2} >= {data, str(log), os.devnull}
+        assert {fds[fd] for fd in fds if fd > 2} >= {sandbox, str(log), os.devnull}
         assert fds[1] == fds[2] != str(log)
         server.send_raw(frame(INITIALIZE) + frame(read(1)) + frame(read(2)))
         server.close_stdin()
@@ -118,9 +112,9 @@ def test_a_closed_stdout_never_sends_frames_into_the_audit_file(tmp_path: Path, 
 
 @pytest.mark.parametrize("closed", [(0,), (0, 1, 2), (0, 2)], ids=str)
 def test_a_closed_stdin_ends_the_session_at_once_and_cleanly(
-    data: str, closed: tuple[int, ...]
+    sandbox: str, closed: tuple[int, ...]
 ) -> None:
-    env = {"MCP_SAFE_DATA_DIR": data}
+    env = {"MCP_SAFE_DATA_DIR": sandbox}
     with running_server(
         env, command=launched_with_closed(*closed), stdin=None, stdout=None
     ) as server:
@@ -128,12 +122,12 @@ def test_a_closed_stdin_ends_the_session_at_once_and_cleanly(
     assert "Traceback" not in server.stderr
 
 
-def test_a_closed_stderr_leaves_the_session_whole(data: str) -> None:
+def test_a_closed_stderr_leaves_the_session_whole(sandbox: str) -> None:
     # The trail on stderr, not required: records go to /dev/null, answers to the client.
-    env = {"MCP_SAFE_DATA_DIR": data, "MCP_SERVER_SUITE_LOG_LEVEL": "DEBUG"}
+    env = {"MCP_SAFE_DATA_DIR": sandbox, "MCP_SERVER_SUITE_LOG_LEVEL": "DEBUG"}
     with running_server(env, command=launched_with_closed(2)) as server:
         server.initialize()
-        fds = wait_until_open(server.pid, data)
+        fds = wait_until_open(server.pid, sandbox)
         assert fds[2] == os.devnull
         for _ in range(3):
             result = server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})
@@ -143,13 +137,13 @@ def test_a_closed_stderr_leaves_the_session_whole(data: str) -> None:
     assert server.stderr == ""
 
 
-@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "no-sandbox"])
+@pytest.mark.parametrize("with_sandbox", [True, False], ids=["sandbox", "no-sandbox"])
 def test_a_required_trail_on_a_closed_stderr_is_refused_at_start_up(
-    data: str, sandbox: bool
+    sandbox: str, with_sandbox: bool
 ) -> None:
     env = {"MCP_AUDIT_REQUIRED": "true"}
-    if sandbox:
-        env["MCP_SAFE_DATA_DIR"] = data
+    if with_sandbox:
+        env["MCP_SAFE_DATA_DIR"] = sandbox
     with running_server(env, command=launched_with_closed(2)) as server:
         assert server.wait() == 78
         assert server.process.stdout is not None

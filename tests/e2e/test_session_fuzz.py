@@ -47,15 +47,6 @@ MODERN_META: Final = {
 ANSWERS_WITHIN_S: Final = 30.0
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("fuzz-data")
-    (root / "hello.txt").write_text("Hello from the session fuzzer.\n")
-    (root / "docs").mkdir()
-    (root / "docs" / "a.md").write_text("# a\n")
-    return str(root)
-
-
 @dataclass
 class Plan:
     """The frames of one session and what each request must get."""
@@ -209,12 +200,12 @@ def check(plan: Plan, answers: list[dict[str, Any]], *, ended: bool) -> None:
 
 
 @pytest.mark.parametrize("seed", range(SESSIONS))
-def test_every_request_is_answered_exactly_once(seed: int, data: str, tmp_path: Path) -> None:
+def test_every_request_is_answered_exactly_once(seed: int, sandbox: str, tmp_path: Path) -> None:
     plan = draw(seed)
     rng = random.Random(seed * 7919 + 1)
     by_signal = rng.random() < 0.3
     env = {
-        "MCP_SAFE_DATA_DIR": data,
+        "MCP_SAFE_DATA_DIR": sandbox,
         "MCP_METRICS_CPU_SAMPLE_SECONDS": "0.001",
         "MCP_AUDIT_ARGUMENTS": "full",
     }

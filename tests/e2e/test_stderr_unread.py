@@ -40,16 +40,9 @@ _REPORT = re.compile(
 )
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("data")
-    (root / "hello.txt").write_text("Hello from a session whose stderr nobody reads.\n")
-    return str(root)
-
-
-def environment(data: str, **extra: str) -> dict[str, str]:
+def environment(sandbox: str, **extra: str) -> dict[str, str]:
     return {
-        "MCP_SAFE_DATA_DIR": data,
+        "MCP_SAFE_DATA_DIR": sandbox,
         "MCP_METRICS_CPU_SAMPLE_SECONDS": "0.001",
         # Every record carries the arguments: stderr fills sooner.
         "MCP_AUDIT_ARGUMENTS": "full",
@@ -87,11 +80,11 @@ def reported_drops(stderr: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("tool", ["sandbox_fs_read", "system_metrics"])
-def test_every_call_is_answered_and_every_record_accounted_for(data: str, tool: str) -> None:
+def test_every_call_is_answered_and_every_record_accounted_for(sandbox: str, tool: str) -> None:
     # sandbox_fs_read is answered in the blocking inline phase (a cached read), where the
     # server used to block; system_metrics on the event loop, in a worker thread.
     make = read_call if tool == "sandbox_fs_read" else metrics_call
-    with running_server(environment(data), stderr_unread=True) as server:
+    with running_server(environment(sandbox), stderr_unread=True) as server:
         server.initialize()
         for request_id in range(CALLS):
             server.send(make(request_id))
@@ -123,10 +116,10 @@ def test_every_call_is_answered_and_every_record_accounted_for(data: str, tool: 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 @pytest.mark.parametrize("tool", ["sandbox_fs_read", "system_metrics"])
 def test_a_signal_ends_the_server_whose_stderr_is_full(
-    data: str, tool: str, signum: signal.Signals
+    sandbox: str, tool: str, signum: signal.Signals
 ) -> None:
     make = read_call if tool == "sandbox_fs_read" else metrics_call
-    env = environment(data, MCP_SERVER_SUITE_LOG_LEVEL="DEBUG")
+    env = environment(sandbox, MCP_SERVER_SUITE_LOG_LEVEL="DEBUG")
     with running_server(env, stderr_unread=True) as server:
         server.initialize()
         for request_id in range(CALLS):
@@ -138,8 +131,8 @@ def test_a_signal_ends_the_server_whose_stderr_is_full(
         assert time.monotonic() - signalled < EXIT_WITHIN_S
 
 
-def test_end_of_input_ends_the_server_whose_stderr_is_full(data: str) -> None:
-    with running_server(environment(data), stderr_unread=True) as server:
+def test_end_of_input_ends_the_server_whose_stderr_is_full(sandbox: str) -> None:
+    with running_server(environment(sandbox), stderr_unread=True) as server:
         server.initialize()
         for request_id in range(CALLS):
             server.send(read_call(request_id))
@@ -148,11 +141,11 @@ def test_end_of_input_ends_the_server_whose_stderr_is_full(data: str) -> None:
         assert server.wait(timeout=EXIT_WITHIN_S) == 0
 
 
-def test_a_required_trail_refuses_what_stderr_cannot_take_and_recovers(data: str) -> None:
+def test_a_required_trail_refuses_what_stderr_cannot_take_and_recovers(sandbox: str) -> None:
     # MCP_AUDIT_REQUIRED=true on a stderr nobody reads: once it is full, calls are refused
     # retryably (their results are withheld), pings are still answered, and once the client
     # reads stderr again calls are answered and recorded as before.
-    env = environment(data, MCP_AUDIT_REQUIRED="true")
+    env = environment(sandbox, MCP_AUDIT_REQUIRED="true")
     with running_server(env, stderr_unread=True) as server:
         server.initialize()
         refused = 0
@@ -178,11 +171,11 @@ def test_a_required_trail_refuses_what_stderr_cannot_take_and_recovers(data: str
     assert len(records) == CALLS - refused + 1
 
 
-def test_the_event_loop_takes_over_a_session_whose_stderr_is_full(data: str) -> None:
+def test_the_event_loop_takes_over_a_session_whose_stderr_is_full(sandbox: str) -> None:
     # Inline reads fill stderr; the first metrics call then starts the event loop, whose own
     # log lines (DEBUG) find stderr full from its first: the session goes on, and every call
     # of both phases is answered once and accounted for.
-    env = environment(data, MCP_SERVER_SUITE_LOG_LEVEL="DEBUG")
+    env = environment(sandbox, MCP_SERVER_SUITE_LOG_LEVEL="DEBUG")
     with running_server(env, stderr_unread=True) as server:
         server.initialize()
         for request_id in range(CALLS):

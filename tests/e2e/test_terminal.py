@@ -23,7 +23,6 @@ import threading
 import time
 import tty
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,16 +82,10 @@ class TerminalServer:
 
 
 @pytest.fixture
-def data(tmp_path: Path) -> str:
-    root = tmp_path / "data"
-    root.mkdir()
-    (root / "hello.txt").write_text("Hello.\n")
-    return str(root)
-
-
-@pytest.fixture
-def terminal(data: str) -> Iterator[TerminalServer]:
-    server = TerminalServer({"MCP_SAFE_DATA_DIR": data, "MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01"})
+def terminal(sandbox: str) -> Iterator[TerminalServer]:
+    server = TerminalServer(
+        {"MCP_SAFE_DATA_DIR": sandbox, "MCP_METRICS_CPU_SAMPLE_SECONDS": "0.01"}
+    )
     yield server
     server.kill()
 
