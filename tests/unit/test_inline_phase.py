@@ -696,3 +696,22 @@ def test_a_terminal_that_hangs_up_ends_the_phase_like_the_event_loop(
         os.close(server)
         with contextlib.suppress(OSError):
             os.close(client)
+
+
+def test_a_write_that_fails_otherwise_than_a_broken_pipe_is_a_client_gone(
+    phase: Phase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A non-blocking write that fails with anything but EAGAIN (EIO from a device, ENOTCONN
+    # from a socket) ends the session as a client gone, as on the event loop.
+    phase.legacy()
+    phase.send(ping(1), end=True)
+    real_write = os.write
+
+    def failing(fd: int, data: bytes) -> int:
+        if fd == phase.server_out:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", failing)
+    assert phase.serve() is None
+    assert phase.received() == b""
