@@ -20,7 +20,9 @@ Figures, per server:
   the responses are read;
 - `tools/call` per second with 1 and with 16 requests in flight (`system_metrics` with a
   1 ms CPU sample, so the calls measure the server rather than the sampling);
-- each throughput figure is the median over rounds repeated for at least `--seconds`;
+- each throughput figure is the median over rounds repeated for at least `--seconds`, taken
+  in turns: every server runs at once and each figure is measured on each of them in turn,
+  three times, so that a busy moment on the machine weighs on all of them alike;
 - peak RSS: the child's `VmHWM` from /proc, read after the workload and before it exits;
 - the audit trail's cost: `tools/call` per second and CPU per call of this server with
   `MCP_AUDIT_LOG=off` against the trail on stderr (the default, which the main table
@@ -33,9 +35,12 @@ of every Python server here. So the script first compiles this package, the benc
 servers and the virtual environment's site-packages (`python -m compileall`), and runs the
 servers with `PYTHONDONTWRITEBYTECODE` unset.
 
+With `--baseline DIR` (another checkout's `src` directory), that version of this server runs
+beside the others in the same turns, for before-and-after figures in one run.
+
 Usage:
     python benchmarks/bench_core.py [--runs N] [--seconds S] [--no-compile]
-                                    [--audit-rounds N] [--audit-only]
+                                    [--audit-rounds N] [--audit-only] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -140,8 +145,11 @@ def child_environment() -> dict[str, str]:
     return env
 
 
-def compile_bytecode() -> tuple[float, bool]:
+def compile_bytecode(baseline: Path | None = None) -> tuple[float, bool]:
     """Compile what the servers import, as an installed package would ship it.
+
+    Args:
+        baseline: Another checkout's `src` directory, compiled too.
 
     Returns:
         The seconds it took, and whether everything compiled (a read-only store, such as
@@ -151,6 +159,7 @@ def compile_bytecode() -> tuple[float, bool]:
         str(REPO_ROOT / "src" / "mcp_server_suite"),
         str(BENCH_DIR),
         sysconfig.get_paths()["purelib"],
+        *([] if baseline is None else [str(baseline)]),
     ]
     started = time.monotonic()
     done = subprocess.run(
@@ -333,23 +342,50 @@ def measure_cold_starts(specs: Sequence[ServerSpec], runs: int) -> dict[str, Fig
     return figures
 
 
-def measure_warm(spec: ServerSpec, figures: Figures, seconds: float) -> None:
-    child = Child(spec)
+# The warm figures are taken in this many turns, every server measured in each turn, so that a
+# moment when the machine is busy weighs on all of them alike (each figure is the median).
+WARM_TURNS: Final = 3
+
+
+def measure_warm(
+    specs: Sequence[ServerSpec], figures: Mapping[str, Figures], seconds: float
+) -> None:
+    children = {spec.name: Child(spec) for spec in specs}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"sequential": [], "pipelined": [], "1": [], "16": []} for name in children
+    }
+    share = seconds / WARM_TURNS
     try:
-        child.time_handshake()
-        time.sleep(0.2)  # let start-up work settle before the first reading
-        figures.rss_after_initialize_kib = child.status_kib("VmRSS")
-        # Warm-up: imports on first use, caches, the worker threads.
-        sequential_pings(child, 200)
-        calls_in_flight(child, 4 * IN_FLIGHT, IN_FLIGHT)
-        figures.sequential_ping_per_s = sequential_pings(child, 500, seconds)
-        figures.pipelined_ping_per_s = pipelined_pings(child, 5_000, seconds)
-        figures.calls_per_s[1] = calls_in_flight(child, 100, 1, seconds)
-        figures.calls_per_s[IN_FLIGHT] = calls_in_flight(child, 500, IN_FLIGHT, seconds)
-        figures.peak_rss_kib = child.status_kib("VmHWM")
-        figures.libpq_mapped = "libpq" in child.maps_text()
+        for name, child in children.items():
+            child.time_handshake()
+            time.sleep(0.2)  # let start-up work settle before the first reading
+            figures[name].rss_after_initialize_kib = child.status_kib("VmRSS")
+            # Warm-up: imports on first use, caches, the worker threads.
+            sequential_pings(child, 200)
+            calls_in_flight(child, 4 * IN_FLIGHT, IN_FLIGHT)
+        for turn in range(WARM_TURNS):
+            order = list(children.items())
+            if turn % 2:
+                order.reverse()
+            for name, child in order:
+                samples[name]["sequential"].append(sequential_pings(child, 500, share))
+            for name, child in order:
+                samples[name]["pipelined"].append(pipelined_pings(child, 5_000, share))
+            for name, child in order:
+                samples[name]["1"].append(calls_in_flight(child, 100, 1, share))
+            for name, child in order:
+                samples[name]["16"].append(calls_in_flight(child, 500, IN_FLIGHT, share))
+        for name, child in children.items():
+            taken = samples[name]
+            figures[name].sequential_ping_per_s = statistics.median(taken["sequential"])
+            figures[name].pipelined_ping_per_s = statistics.median(taken["pipelined"])
+            figures[name].calls_per_s[1] = statistics.median(taken["1"])
+            figures[name].calls_per_s[IN_FLIGHT] = statistics.median(taken["16"])
+            figures[name].peak_rss_kib = child.status_kib("VmHWM")
+            figures[name].libpq_mapped = "libpq" in child.maps_text()
     finally:
-        child.close()
+        for child in children.values():
+            child.close()
 
 
 def spread_ms(samples: Sequence[float]) -> str:
@@ -565,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--audit-only", action="store_true", help="measure only the audit trail's cost"
     )
+    parser.add_argument("--baseline", type=Path, help="another checkout's src/ to compare with")
     options = parser.parse_args(argv)
 
     python = sys.executable
@@ -573,6 +610,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         ServerSpec(SDK, (python, str(BENCH_DIR / "sdk_server.py"))),
         ServerSpec(ECHO, (python, str(BENCH_DIR / "echo_server.py"))),
     ]
+    if options.baseline is not None:
+        baseline = options.baseline.resolve()
+        specs.append(
+            ServerSpec(
+                f"baseline ({baseline.parent.name or baseline})",
+                (python, "-m", "mcp_server_suite"),
+                {"PYTHONPATH": str(baseline)},
+            )
+        )
     print(
         f"python {platform.python_version()} ({python}), {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.2f}"
@@ -580,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.no_compile:
         print("bytecode: not compiled (--no-compile); figures include compiling on import")
     else:
-        seconds, complete = compile_bytecode()
+        seconds, complete = compile_bytecode(options.baseline)
         print(
             f"bytecode: compiled the package, the benchmark servers and site-packages "
             f"({seconds:.1f} s{'' if complete else ', some files could not be written'}); "
@@ -595,8 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if audit.endswith(" met") else 1
 
     figures = measure_cold_starts(specs, options.runs)
-    for spec in specs:
-        measure_warm(spec, figures[spec.name], options.seconds)
+    measure_warm(specs, figures, options.seconds)
 
     print(format_table(specs, figures))
     print()
