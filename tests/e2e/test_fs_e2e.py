@@ -84,7 +84,8 @@ def test_tool_is_advertised(server: ServerProcess) -> None:
         "idempotentHint": True,
         "openWorldHint": False,
     }
-    assert tool["inputSchema"]["required"] == ["relative_path"]
+    assert tool["inputSchema"]["required"] == ["encoding", "max_bytes", "offset", "relative_path"]
+    assert tool["inputSchema"]["properties"]["relative_path"]["type"] == "string"
     assert set(tool["outputSchema"]["properties"]) == {
         "resolved_path",
         "content",
@@ -588,7 +589,8 @@ def test_the_largest_reads_stay_bounded(tmp_path: Path, count: int, bound: int) 
 def test_the_listing_is_served_beside_the_read(server: ServerProcess, tree: FSTree) -> None:
     tools = {tool["name"]: tool for tool in server.request("tools/list")["result"]["tools"]}
     assert set(tools) == {TOOL, "sandbox_fs_list"}
-    assert "required" not in tools["sandbox_fs_list"]["inputSchema"]
+    listing_arguments = tools["sandbox_fs_list"]["inputSchema"]["properties"]
+    assert all(prop["type"][1] == "null" for prop in listing_arguments.values())
     result = server.call_tool("sandbox_fs_list", {"relative_path": "sub"})["result"]
     assert result["isError"] is False
     assert [entry["name"] for entry in result["structuredContent"]["entries"]] == [

@@ -50,7 +50,8 @@ def test_tool_is_advertised(server: ServerProcess) -> None:
     tools = server.request("tools/list")["result"]["tools"]
     assert [tool["name"] for tool in tools] == [TOOL, "sql_schema"]
     schema = tools[0]["inputSchema"]
-    assert schema["required"] == ["query"]
+    assert schema["required"] == ["max_rows", "query"]
+    assert schema["properties"]["max_rows"]["type"] == ["integer", "null"]
     assert schema["properties"]["max_rows"]["maximum"] == 50
     assert tools[0]["annotations"]["readOnlyHint"] is True
 

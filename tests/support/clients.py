@@ -3,7 +3,8 @@
 Each client (the Python SDK, the TypeScript SDK, the MCP Inspector) runs the same session
 against the real server: it lists the tools, then calls `system_metrics` twice and
 `sandbox_fs_read` twice (`CALLS`), one read refused in-band. `check_session` holds every
-client to the same outcome, and validates each successful result's `structuredContent`
+client to the same outcome (its parts, `check_listing` and `check_call`, serve a client that
+cannot make one of the calls), and validates each successful result's `structuredContent`
 against the `outputSchema` the client listed, with `jsonschema`: the clients' own checks differ
 (the TypeScript client and the SDK's session check, the Inspector prints), so this one is
 common. The server runs behind `tests.support.wiretap`, and `check_wire` checks what crossed
@@ -42,6 +43,8 @@ __all__ = [
     "NODE_MODULES",
     "Era",
     "Sandbox",
+    "check_call",
+    "check_listing",
     "check_session",
     "check_wire",
     "installed",
@@ -120,6 +123,52 @@ def _tool(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
     return tool
 
 
+def check_listing(tools: Sequence[Mapping[str, Any]]) -> None:
+    """Hold one client's view of `tools/list` to the expected tools.
+
+    Args:
+        tools: The listed tools, as wire JSON (camelCase members).
+    """
+    names = {tool["name"] for tool in tools}
+    assert {"system_metrics", "sandbox_fs_read"} <= names, names
+    for tool in tools:
+        assert "outputSchema" in tool, tool["name"]
+        assert tool["annotations"]["readOnlyHint"] is True, tool["name"]
+
+
+def check_call(tools: Sequence[Mapping[str, Any]], index: int, result: Mapping[str, Any]) -> None:
+    """Hold the result of the call `CALLS[index]` to its expected outcome.
+
+    Args:
+        tools: The listed tools, as wire JSON (camelCase members).
+        index: Which call of `CALLS` it answers.
+        result: The `tools/call` result, as wire JSON.
+    """
+    name, _ = CALLS[index]
+    if index == len(CALLS) - 1:
+        assert result["isError"] is True, result
+        assert "structuredContent" not in result
+        assert json.loads(result["content"][0]["text"])["code"] == "MCP_ACCESS_DENIED"
+        return
+    assert result.get("isError") is False, result
+    structured = result["structuredContent"]
+    validate_structured_content(_tool(tools, name)["outputSchema"], structured)
+    assert json.loads(result["content"][0]["text"]) == structured
+    if index == 0:
+        assert structured["disk_percent_used"] is None
+    elif index == 1:
+        assert 0 <= structured["disk_percent_used"] <= 100
+    else:
+        assert structured == {
+            "resolved_path": SANDBOX_FILE,
+            "content": SANDBOX_TEXT,
+            "offset": 0,
+            "bytes_read": len(SANDBOX_TEXT.encode()),
+            "next_offset": len(SANDBOX_TEXT.encode()),
+            "truncated": False,
+        }
+
+
 def check_session(tools: Sequence[Mapping[str, Any]], results: Sequence[Mapping[str, Any]]) -> None:
     """Hold one client's view of the session (`CALLS`) to the expected outcome.
 
@@ -127,31 +176,10 @@ def check_session(tools: Sequence[Mapping[str, Any]], results: Sequence[Mapping[
         tools: The listed tools, as wire JSON (camelCase members).
         results: The `tools/call` results in the order of `CALLS`, as wire JSON.
     """
-    names = {tool["name"] for tool in tools}
-    assert {"system_metrics", "sandbox_fs_read"} <= names, names
-    for tool in tools:
-        assert "outputSchema" in tool, tool["name"]
-        assert tool["annotations"]["readOnlyHint"] is True, tool["name"]
+    check_listing(tools)
     assert len(results) == len(CALLS)
-    for (name, _), result in zip(CALLS[:3], results[:3], strict=True):
-        assert result.get("isError") is False, result
-        structured = result["structuredContent"]
-        validate_structured_content(_tool(tools, name)["outputSchema"], structured)
-        assert json.loads(result["content"][0]["text"]) == structured
-    assert results[0]["structuredContent"]["disk_percent_used"] is None
-    assert 0 <= results[1]["structuredContent"]["disk_percent_used"] <= 100
-    assert results[2]["structuredContent"] == {
-        "resolved_path": SANDBOX_FILE,
-        "content": SANDBOX_TEXT,
-        "offset": 0,
-        "bytes_read": len(SANDBOX_TEXT.encode()),
-        "next_offset": len(SANDBOX_TEXT.encode()),
-        "truncated": False,
-    }
-    refused = results[3]
-    assert refused["isError"] is True, refused
-    assert "structuredContent" not in refused
-    assert json.loads(refused["content"][0]["text"])["code"] == "MCP_ACCESS_DENIED"
+    for index, result in enumerate(results):
+        check_call(tools, index, result)
 
 
 def _requests(transcript: Transcript) -> list[dict[str, Any]]:

@@ -401,7 +401,7 @@ BAD_ARGUMENTS = [
         {"relative_path": "ok.txt", "max_bytes": MAX_MAX_BYTES + 1}, "max_bytes", id="over-cap"
     ),
     pytest.param({"relative_path": "ok.txt", "max_bytes": "5"}, "max_bytes", id="string-int"),
-    pytest.param({"relative_path": "ok.txt", "max_bytes": 5.0}, "max_bytes", id="float-int"),
+    pytest.param({"relative_path": "ok.txt", "max_bytes": 5.5}, "max_bytes", id="fraction"),
     pytest.param({"relative_path": "ok.txt", "max_bytes": True}, "max_bytes", id="bool-int"),
     pytest.param({"relative_path": "ok.txt", "offset": -1}, "offset", id="negative-offset"),
     pytest.param(
@@ -1017,7 +1017,7 @@ def test_registry_serves_both_tools_over_one_root(tree: FSTree) -> None:
             "next_offset": 6,
             "truncated": False,
         }
-        assert inputs["required"] == ["relative_path"]
+        assert inputs["required"] == ["encoding", "max_bytes", "offset", "relative_path"]
         assert set(inputs["properties"]) == {"relative_path", "encoding", "max_bytes", "offset"}
         assert all(prop.get("description") for prop in inputs["properties"].values())
         assert inputs["properties"]["max_bytes"]["maximum"] == MAX_MAX_BYTES

@@ -15,7 +15,10 @@ Rules:
 4. Tool names are short lower-case identifiers, so they are safe to echo in any message.
 5. Arguments are validated in JSON mode against the tool's strict model, and every result
    is re-checked against its model before it leaves: a result that breaks its own contract
-   is a bug in the tool and is never sent.
+   is a bug in the tool and is never sent. What every tool's arguments share (an integer
+   may be written 5.0, null stands for a default, the listed schema is strict-ready) is the
+   params models' own base, `schemas/arguments.py`, so every path that validates with the
+   model holds to it.
 6. A tool may also answer a call at once (`ToolSpec.run_inline`), on the event loop, when it
    can do so without waiting for anything. Whatever that shortcut answers must be what the
    full path would answer, and its own tests must hold it to that; whenever it is not sure,
@@ -162,7 +165,8 @@ class ToolSpec(Generic[ParamsT, ResultT]):
 
         try:
             # JSON mode on purpose: the arguments arrived as JSON, and strict JSON-mode rules
-            # (no string-to-number coercion, no float for an integer) are the contract.
+            # (no string-to-number coercion, no fraction or boolean for an integer) are the
+            # contract, with the wire rules of the model's base (`ToolArguments`).
             return self.params_model.model_validate_json(json.dumps(arguments))
         except ValidationError as exc:
             faults: list[str] = []

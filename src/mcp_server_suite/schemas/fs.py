@@ -14,6 +14,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field
 
+from mcp_server_suite.schemas.arguments import ToolArguments
 from mcp_server_suite.schemas.base import StrictModel
 from mcp_server_suite.tools.fs.codecs import MAX_ENCODING_CHARS, text_codec
 
@@ -84,12 +85,13 @@ _PATH_FIELD: Final = Field(
     max_length=MAX_PATH_CHARS,
     description=(
         "Path relative to the sandbox root, with '/' separators (for example "
-        "'reports/2024.txt'). Symbolic links are followed while they stay inside the sandbox."
+        f"'reports/2024.txt'), 1 to {MAX_PATH_CHARS:,} characters. Symbolic links are "
+        "followed while they stay inside the sandbox."
     ),
 )
 
 
-class SandboxFSReadParams(StrictModel):
+class SandboxFSReadParams(ToolArguments):
     """Arguments of `sandbox_fs_read`."""
 
     relative_path: Annotated[str, _PATH_FIELD, AfterValidator(_plain_path)]
@@ -101,7 +103,8 @@ class SandboxFSReadParams(StrictModel):
             description=(
                 "Text encoding used to decode the file strictly, for example 'utf-8', "
                 "'utf-16' (the file must start with a byte order mark), 'utf-16-le', "
-                "'latin-1', 'cp1252' or 'shift_jis'."
+                f"'latin-1', 'cp1252' or 'shift_jis'; 1 to {MAX_ENCODING_CHARS} characters; "
+                f"null means '{DEFAULT_ENCODING}'."
             ),
         ),
         AfterValidator(canonical_text_codec),
@@ -110,7 +113,10 @@ class SandboxFSReadParams(StrictModel):
         default=DEFAULT_MAX_BYTES,
         ge=1,
         le=MAX_MAX_BYTES,
-        description="Read at most this many bytes, starting at offset.",
+        description=(
+            f"Read at most this many bytes, starting at offset: 1 to {MAX_MAX_BYTES:,} (1 MiB); "
+            f"null means {DEFAULT_MAX_BYTES:,} (64 KiB)."
+        ),
     )
     offset: int = Field(
         default=0,
@@ -118,7 +124,8 @@ class SandboxFSReadParams(StrictModel):
         le=MAX_OFFSET,
         description=(
             "Where to start, in bytes from the start of the file: 0, or the next_offset of "
-            "the piece before, to read a large file in pieces."
+            f"the piece before, to read a large file in pieces; 0 to {MAX_OFFSET:,} "
+            "(2**53 - 1); null means 0."
         ),
     )
 
@@ -166,7 +173,7 @@ class SandboxFSReadResult(StrictModel):
     )
 
 
-class SandboxFSListParams(StrictModel):
+class SandboxFSListParams(ToolArguments):
     """Arguments of `sandbox_fs_list`."""
 
     relative_path: Annotated[
@@ -175,8 +182,9 @@ class SandboxFSListParams(StrictModel):
             min_length=1,
             max_length=MAX_PATH_CHARS,
             description=(
-                "Directory to list, relative to the sandbox root ('.' is the root itself). "
-                "Symbolic links are followed while they stay inside the sandbox."
+                "Directory to list, relative to the sandbox root ('.' is the root itself), "
+                f"1 to {MAX_PATH_CHARS:,} characters; null means '.'. Symbolic links are "
+                "followed while they stay inside the sandbox."
             ),
         ),
         AfterValidator(_plain_path),
@@ -187,7 +195,7 @@ class SandboxFSListParams(StrictModel):
         le=MAX_MAX_ENTRIES,
         description=(
             "List at most this many entries: the first the file system returns (its own "
-            "order), sorted by name."
+            f"order), sorted by name; 1 to {MAX_MAX_ENTRIES:,}; null means {DEFAULT_MAX_ENTRIES}."
         ),
     )
 

@@ -5,17 +5,18 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
+from mcp_server_suite.schemas.arguments import ToolArguments
 from mcp_server_suite.schemas.base import StrictModel
 
 __all__ = ["CPUReading", "MemoryReading", "SystemMetricsParams", "SystemMetricsResult"]
 
 
-class SystemMetricsParams(StrictModel):
+class SystemMetricsParams(ToolArguments):
     """Arguments of `system_metrics`."""
 
     include_disk: bool = Field(
         default=False,
-        description="Also report how full the configured filesystem is.",
+        description="Also report how full the configured filesystem is; null means false.",
     )
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Final, Literal, Self
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
+from mcp_server_suite.schemas.arguments import ToolArguments
 from mcp_server_suite.schemas.base import StrictModel
 
 __all__ = [
@@ -34,7 +35,7 @@ DEFAULT_MAX_ROWS: Final = 50
 MAX_COLUMNS: Final = 1664
 
 
-class ReadOnlySQLParams(StrictModel):
+class ReadOnlySQLParams(ToolArguments):
     """Arguments of `read_only_sql`."""
 
     query: str = Field(
@@ -42,14 +43,18 @@ class ReadOnlySQLParams(StrictModel):
         max_length=MAX_QUERY_CHARS,
         description=(
             "One PostgreSQL SELECT (or UNION, INTERSECT, EXCEPT of SELECTs), without bind "
-            "parameters; no NUL characters."
+            f"parameters; no NUL characters; {MIN_QUERY_CHARS} to {MAX_QUERY_CHARS:,} "
+            "characters."
         ),
     )
     max_rows: int = Field(
         default=DEFAULT_MAX_ROWS,
         ge=1,
         le=DEFAULT_MAX_ROWS,
-        description="The most rows to return; the query's own LIMIT applies when smaller.",
+        description=(
+            f"The most rows to return, 1 to {DEFAULT_MAX_ROWS}; null means "
+            f"{DEFAULT_MAX_ROWS}. The query's own LIMIT applies when smaller."
+        ),
     )
 
     @field_validator("query")
@@ -106,20 +111,7 @@ _Name = Annotated[str, Field(max_length=_MAX_NAME_CHARS)]
 _Comment = Annotated[str, Field(max_length=MAX_COMMENT_CHARS)]
 
 
-def _nullable_string(schema: dict[str, JsonValue]) -> None:
-    # Lists an optional string as `"type": ["string", "null"]`, null meaning the default: the
-    # form strict function calling accepts and that converters keep (an `anyOf` loses its
-    # description in some of them).
-    variants = schema.pop("anyOf", None)
-    if not isinstance(variants, list):
-        return
-    for variant in variants:
-        if isinstance(variant, dict) and variant.get("type") == "string":
-            schema.update({key: value for key, value in variant.items() if key != "type"})
-    schema["type"] = ["string", "null"]
-
-
-class SQLSchemaParams(StrictModel):
+class SQLSchemaParams(ToolArguments):
     """Arguments of `sql_schema`."""
 
     table: str | None = Field(
@@ -128,18 +120,18 @@ class SQLSchemaParams(StrictModel):
         max_length=_MAX_NAME_CHARS,
         description=(
             "One table or view to describe, as name or schema.name (names as PostgreSQL "
-            "stores them, usually lower case); omitted, every table and view is listed."
+            f"stores them, usually lower case), 1 to {_MAX_NAME_CHARS} characters; null lists "
+            "every table and view."
         ),
     )
     after: str | None = Field(
         default=None,
         min_length=1,
         max_length=_MAX_NAME_CHARS,
-        json_schema_extra=_nullable_string,
         description=(
-            "Optional, 1 to 130 characters; default null, which lists from the first table. "
             "Continue a listing after this table: the next_after (schema.name) of an answer "
-            "whose truncated is true. Not together with table."
+            f"whose truncated is true, 1 to {_MAX_NAME_CHARS} characters; null lists from the "
+            "first table. Not together with table."
         ),
     )
 
