@@ -16,9 +16,7 @@ proves that check is live: the client must refuse it.
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,14 +24,12 @@ import pytest
 from tests.support.clients import (
     CALLS,
     LEGACY_VERSION,
-    NODE_MODULES,
     Era,
     check_session,
     check_wire,
     installed,
     make_sandbox,
-    node_environment,
-    server_command,
+    run_node_client,
 )
 from tests.support.harness import REPO_ROOT, running_server
 from tests.support.wire_schema import MODERN_VERSION
@@ -65,34 +61,14 @@ REAP_WAIT_S = 1.0
 @pytest.mark.parametrize("era", list(MODES))
 def test_typescript_client(era: Era, tmp_path: Path) -> None:
     mode, version, reported_era, sessions = MODES[era]
-    node = installed(".bin", "node")
     installed("@modelcontextprotocol", "client", "package.json")
     sandbox = make_sandbox(tmp_path)
-    environment = node_environment(sandbox, tmp_path)
-    command = server_command(sandbox)
     plan = {
         "mode": mode,
-        "server": {
-            "command": command[0],
-            "args": command[1:],
-            "env": environment,
-            "cwd": str(REPO_ROOT),
-        },
         "calls": [{"name": name, "arguments": arguments} for name, arguments in CALLS],
         "control": {"name": "sandbox_fs_read", "arguments": dict(CALLS[2][1])},
     }
-    run = subprocess.run(
-        [str(node), str(SCRIPT), json.dumps(plan)],
-        env={**environment, "NODE_PATH": str(NODE_MODULES)},
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=SESSION_TIMEOUT_S,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "Traceback" not in run.stderr, run.stderr
-    seen = json.loads(run.stdout)
+    seen = run_node_client(SCRIPT, plan, sandbox, tmp_path, timeout=SESSION_TIMEOUT_S)
     assert (seen["protocolVersion"], seen["era"]) == (version, reported_era)
     assert seen["serverVersion"]["name"] == "mcp-server-suite"
     outcomes = seen["calls"]

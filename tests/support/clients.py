@@ -1,15 +1,15 @@
 """What every real-client test shares: the session plan, its checks, and the Node.js clients.
 
-Each client (the Python SDK, the TypeScript SDK, the MCP Inspector) runs the same session
-against the real server: it lists the tools, then calls `system_metrics` twice and
+Each client (the Python SDK, the TypeScript SDK, the MCP Inspector, the AI SDK) runs the same
+session against the real server: it lists the tools, then calls `system_metrics` twice and
 `sandbox_fs_read` twice (`CALLS`), one read refused in-band. `check_session` holds every
 client to the same outcome (its parts, `check_listing` and `check_call`, serve a client that
 cannot make one of the calls), and validates each successful result's `structuredContent`
 against the `outputSchema` the client listed, with `jsonschema`: the clients' own checks differ
-(the TypeScript client and the SDK's session check, the Inspector prints), so this one is
-common. The server runs behind `tests.support.wiretap`, and `check_wire` checks what crossed
-the wire: the era the client chose, and every server message against the official schema of
-its revision (`tests.support.wire_schema`).
+(the TypeScript client and the SDK's session check, the Inspector prints, the AI SDK checks
+nothing), so this one is common. The server runs behind `tests.support.wiretap`, and
+`check_wire` checks what crossed the wire: the era the client chose, and every server
+message against the official schema of its revision (`tests.support.wire_schema`).
 
 The Node.js programs are installed by `scripts/install-clients.sh` into `.cache/clients`,
 from the exact lock in `tests/clients/`. A missing install fails the test and says how to
@@ -19,6 +19,7 @@ install; it never skips.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ __all__ = [
     "installed",
     "make_sandbox",
     "node_environment",
+    "run_node_client",
     "server_command",
 ]
 
@@ -116,6 +118,48 @@ def installed(*relative: str) -> Path:
 def node_environment(sandbox: Sandbox, home: Path) -> dict[str, str]:
     """The environment of a Node.js client: the server's variables, and a private HOME."""
     return base_environment({**sandbox.server_environment(), "HOME": str(home)})
+
+
+def run_node_client(
+    script: Path,
+    plan: Mapping[str, Any],
+    sandbox: Sandbox,
+    home: Path,
+    *,
+    timeout: float,
+    command: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Run a script of `tests/clients` on `plan`; return the JSON object it printed.
+
+    The plan gets a `server` member, how the client launches the server: `command` (by
+    default `server_command(sandbox)`) with the server's environment, from the top of the
+    repository. The script must exit with status 0, and nothing may print a traceback.
+
+    Args:
+        script: The Node.js script.
+        plan: What the script is to do, besides launching the server.
+        sandbox: The sandbox the server serves and where the wire is recorded.
+        home: The client's private HOME.
+        timeout: The most seconds the script may take.
+        command: The command line that starts the server, if not the usual one.
+    """
+    node = installed(".bin", "node")
+    environment = node_environment(sandbox, home)
+    launch = list(command) if command is not None else server_command(sandbox)
+    server = {"command": launch[0], "args": launch[1:], "env": environment, "cwd": str(REPO_ROOT)}
+    run = subprocess.run(
+        [str(node), str(script), json.dumps({**plan, "server": server})],
+        env={**environment, "NODE_PATH": str(NODE_MODULES)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    seen: dict[str, Any] = json.loads(run.stdout)
+    return seen
 
 
 def _tool(tools: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
