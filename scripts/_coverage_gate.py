@@ -48,6 +48,7 @@ GATED: Final = (
     "schemas/errors.py",
     "schemas/problems.py",
     "schemas/echo.py",
+    "schemas/arguments.py",
 )
 REQUIRED: Final = ("tools/sql/__init__.py", "tools/fs/read.py", "guardrails/*.py")
 
