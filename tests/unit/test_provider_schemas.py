@@ -19,8 +19,8 @@ documentation's note on it can go:
 
 - google-genai's own MCP path (`GenerateContentConfig(tools=[session])`) crashes in
   `_mcp_utils._filter_to_supported_schema` on `additionalProperties: false`, which strict
-  providers need. What works today: `FunctionDeclaration(parameters_json_schema=
-  tool.inputSchema)` and `session.call_tool`, also held here.
+  providers need (googleapis/python-genai#2393). What works today, also held here:
+  `FunctionDeclaration(parameters_json_schema=tool.inputSchema)` and `session.call_tool`.
 - the Anthropic SDK's `transform_schema` fails on a type array such as `["integer", "null"]`
   (anthropics/anthropic-sdk-python#1764), which google-genai needs instead of `anyOf`. Its MCP
   helper never calls it, and Anthropic's API takes type arrays in strict tool schemas.
