@@ -99,7 +99,7 @@ def describe_tools(result: Mapping[str, Any]) -> str:
 
 def describe_metrics(result: Mapping[str, Any]) -> str:
     if result.get("isError"):
-        return "refused: " + problem_of(result)["detail"]
+        return "refused: " + str(problem_of(result)["detail"])
     reading = result["structuredContent"]
     cpu, memory = reading["cpu"], reading["memory"]
     text = (
@@ -114,7 +114,7 @@ def describe_metrics(result: Mapping[str, Any]) -> str:
 
 def describe_read(result: Mapping[str, Any]) -> str:
     if result.get("isError"):
-        return "refused: " + problem_of(result)["detail"]
+        return "refused: " + str(problem_of(result)["detail"])
     read = result["structuredContent"]
     first_line = read["content"].splitlines()[0] if read["content"] else ""
     return f"{read['resolved_path']} ({read['bytes_read']} bytes): {first_line!r}"

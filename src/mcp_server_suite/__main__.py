@@ -67,6 +67,28 @@ def _console_handler() -> logging.Handler:
     return handler
 
 
+def _check_config(
+    settings: Settings,
+    registry: ToolRegistry,
+    audit_sink: AuditSink | None,
+    *,
+    offline: bool,
+    warnings: list[str],
+) -> int:
+    # `--check-config`: the configuration, the operations it sets up and the checks that
+    # reach out (the database), printed on stdout; returns the exit status.
+    operations = _check_operations(settings, audit_sink)
+    if operations is not None:
+        print(describe_configuration(settings, registry))
+        print(operations)
+    registry.release_unloaded()
+    if operations is None:
+        return EXIT_CONFIG
+    summary = check_summary(settings, offline=offline, warnings=warnings)
+    print("\n".join(summary.lines))
+    return EXIT_CHECK_FAILED if summary.failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server, or the command-line action asked for.
 
@@ -110,16 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     warnings = [unknown_variable_warning(name) for name in unknown_variables(os.environ)]
     if stop is None:  # --check-config: the report says everything, on stdout.
-        operations = _check_operations(settings, audit_sink)
-        if operations is not None:
-            print(describe_configuration(settings, registry))
-            print(operations)
-        registry.release_unloaded()
-        if operations is None:
-            return EXIT_CONFIG
-        summary = check_summary(settings, offline=options.offline, warnings=warnings)
-        print("\n".join(summary.lines))
-        return EXIT_CHECK_FAILED if summary.failed else 0
+        return _check_config(
+            settings, registry, audit_sink, offline=options.offline, warnings=warnings
+        )
     for warning in warnings:
         logger.warning("%s", warning)
     if settings.sql_dsn is not None:
