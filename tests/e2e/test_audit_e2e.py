@@ -277,10 +277,11 @@ def test_no_secret_reaches_the_trail(tmp_path: Path) -> None:
     with running_server(env) as server:
         server.initialize()
         response = server.call_tool("read_only_sql", {"query": "SELECT 1"})
-        finish(server, crashed=True)
+        finish(server)
+    assert response["result"]["isError"] is True
     (record,) = read_records(log)
-    assert record["outcome"] == "crash"
-    assert record["correlation_id"] == response["error"]["data"]["metadata"]["correlation_id"]
+    # The database's failure is an in-band problem, recorded under its code.
+    assert record["outcome"] == "MCP_INTERNAL_ERROR"
     assert record["arguments"] == {"query": "SELECT 1"}
     assert canary not in log.read_text(encoding="ascii")
     assert canary not in server.stderr

@@ -1133,13 +1133,17 @@ def test_dsn_never_reaches_output_even_when_the_database_fails(tmp_path: Path) -
         names = [tool["name"] for tool in server.request("tools/list")["result"]["tools"]]
         assert "read_only_sql" in names
         response = server.call_tool("read_only_sql", {"query": "SELECT 1"})
-        assert response["error"]["code"] == -32603
-        assert "correlation_id" in response["error"]["data"]["metadata"]
+        # The database's own failure is the call's answer in-band, never the server's crash.
+        assert response["result"]["isError"] is True
+        problem = json.loads(response["result"]["content"][0]["text"])
+        assert problem["code"] == "MCP_INTERNAL_ERROR"
+        assert problem["metadata"] == {"cause": "connection", "retryable": True}
         server.close_stdin()
         assert server.wait() == 0
         assert CANARY not in json.dumps(response)
         assert CANARY not in server.stderr
-        assert "correlation_id=" in server.stderr
+        assert "PostgreSQL could not be reached" in server.stderr
+        assert "Traceback" not in server.stderr
 
 
 @pytest.mark.e2e
