@@ -153,12 +153,29 @@ def configuration_rows() -> dict[str, list[str]]:
 
 
 def variables_the_code_names() -> set[str]:
-    """Every `MCP_*` name in a string of the package, the problem codes aside."""
+    """Every `MCP_*` name in a string of the package, the problem codes and docstrings aside.
+
+    A docstring may name a misspelling on purpose (`config.probable_variables` does), and
+    reads nothing.
+    """
     codes = {code.value for code in MCPErrorCode}
     names: set[str] = set()
     for path in SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+            ):
                 names.update(_VARIABLE.findall(node.value))
     return names - codes
 
