@@ -142,26 +142,37 @@ def test_the_first_newer_literal_is_named_and_kept_by_the_statement() -> None:
 
 
 @pytest.mark.postgres
-def test_an_older_server_refuses_the_literal_in_band(postgres_server: PostgresServer) -> None:
-    # The test server is PostgreSQL 15, which does not read the literal as a number at all.
+def test_the_literal_runs_only_on_a_server_that_reads_it(postgres_server: PostgresServer) -> None:
+    # PostgreSQL 15 does not read the literal as a number at all: the call is refused in-band
+    # there. From 16 on the server reads it as the policy does, and the call runs.
     with postgres_server.connect() as conn:
-        assert conn.info.server_version < NUMERIC_LITERALS_SINCE
-        with pytest.raises(psycopg.errors.SyntaxError):
-            conn.execute("SELECT 0x1F")
+        older = conn.info.server_version < NUMERIC_LITERALS_SINCE
+        if older:
+            with pytest.raises(psycopg.errors.SyntaxError):
+                conn.execute("SELECT 0x1F")
+        else:
+            assert conn.execute("SELECT 0x1F").fetchone() == (31,)
 
-    async def body() -> tuple[ToolFailure, list[list[Any]]]:
+    async def body() -> tuple[ToolFailure | list[list[Any]], list[list[Any]]]:
         tool = SQLTool(reader_settings(postgres_server))
         try:
-            with pytest.raises(ToolFailure) as caught:
-                await tool.run(ReadOnlySQLParams(query="SELECT id FROM t WHERE id < 0x1F"))
+            radix: ToolFailure | list[list[Any]]
+            try:
+                radix = (await tool.run(ReadOnlySQLParams(query="SELECT 0x1F AS v"))).rows
+            except ToolFailure as failure:
+                radix = failure
             # The same value in decimal, and the literal's text in a string, run.
             rows = (await tool.run(ReadOnlySQLParams(query="SELECT 31 AS v, '0x1F' AS s"))).rows
         finally:
             await tool.aclose()
-        return caught.value, rows
+        return radix, rows
 
-    failure, rows = asyncio.run(body())
-    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
-    assert "'0x1F' needs PostgreSQL 16" in failure.problem.detail
-    assert "sqlstate" not in failure.problem.metadata
+    radix, rows = asyncio.run(body())
     assert rows == [[31, "0x1F"]]
+    if not older:
+        assert radix == [[31]]
+        return
+    assert isinstance(radix, ToolFailure)
+    assert radix.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert "'0x1F' needs PostgreSQL 16" in radix.problem.detail
+    assert "sqlstate" not in radix.problem.metadata

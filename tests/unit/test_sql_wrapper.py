@@ -149,7 +149,8 @@ def test_an_explain_keeps_no_more_of_its_plan_than_the_bound(
     assert result.row_count > 0
     assert sum(len(str(row[0]).encode()) for row in result.rows) <= _SMALL_BUDGET
     # The row cap holds as for any result.
-    capped = _explain(postgres_server, "EXPLAIN SELECT * FROM t JOIN v USING (id)", max_rows=1)
+    # A sort over a scan is a plan of several lines on every major.
+    capped = _explain(postgres_server, "EXPLAIN SELECT * FROM t ORDER BY name", max_rows=1)
     assert isinstance(capped, ReadOnlySQLResult)
     assert (capped.row_count, capped.truncated_reason) == (1, "max_rows")
 
