@@ -362,7 +362,8 @@ def test_refused_functions_ignore_the_statement_timeout(
             call.kill()
     if any(running.values()):
         _wait_for_recovery(measuring_server)
-    endings = {symbol: call.ending for symbol, call in calls.items()}
-    if endings["xpath"] == NO_LIBXML:
-        running["xpath"] = True
-    assert all(running.values()), endings
+    # What came back in time heeded the cancel (or ended): it is no control.
+    came_back = {symbol: call.ending for symbol, call in calls.items() if not running[symbol]}
+    if came_back.get("xpath") == NO_LIBXML:
+        del came_back["xpath"]
+    assert came_back == {}
