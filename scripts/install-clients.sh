@@ -19,9 +19,27 @@ readonly node="$prefix/node_modules/.bin/node"
 
 environment=${UV_PROJECT_ENVIRONMENT:-.cache/venv}
 [[ $environment == /* ]] || environment=$PWD/$environment
+# An npm on PATH counts only when it is an executable regular file, as scripts/test.sh
+# judges it: that is what decides whether the test-node group was installed.
 npm=$(command -v npm || true)
+if [[ -n $npm && ! (-f $npm && -x $npm) ]]; then
+  npm=""
+fi
 if [[ -z $npm && -x $environment/bin/npm ]]; then
   npm=$environment/bin/npm
+  # The wheel's Node.js trusts only the certificates it was built with, where a
+  # distribution's Node.js and npm trust the system's store: a registry behind a proxy
+  # with its own authority (as many companies run) is then refused. Node.js reads extra
+  # authorities from this variable; the system's bundle is the store the rest of the
+  # machine (pip, uv, git) already trusts.
+  if [[ -z ${NODE_EXTRA_CA_CERTS:-} ]]; then
+    for bundle in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt; do
+      if [[ -r $bundle ]]; then
+        export NODE_EXTRA_CA_CERTS=$bundle
+        break
+      fi
+    done
+  fi
 fi
 if [[ -z $npm ]]; then
   echo "install-clients: npm is required (Node.js 20 or newer, or \`uv sync --locked --group test-node\`, which scripts/test.sh does where the system has no npm)" >&2
