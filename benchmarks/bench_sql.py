@@ -90,7 +90,7 @@ SHORT_QUERY = "SELECT id, name FROM t WHERE id > 10 ORDER BY id LIMIT 20"
 LONG_QUERY = (
     "SELECT "  # noqa: S608
     + ", ".join(f"coalesce(t.name, lower(t.secret)) || '{i}' AS a{i}" for i in range(40))
-    + " FROM t JOIN v ON v.id = t.id WHERE t.id IN (SELECT id FROM t WHERE name LIKE 'n%') "
+    + " FROM t JOIN v ON v.id = t.id WHERE t.id IN (SELECT id FROM t WHERE starts_with(name, 'n')) "
     "GROUP BY t.id, t.name, t.secret ORDER BY t.id LIMIT 10"
 )
 
