@@ -29,6 +29,9 @@ pytestmark = pytest.mark.e2e
 # Well past the 147 to 193 calls after which the server used to stop: one page of stderr
 # holds about a dozen records of this size.
 CALLS = 300
+# Once stderr is read again, a record is written within this many calls: the first finds the
+# pipe empty save on a machine so loaded that the reader has not caught up.
+CALLS_TO_RECOVER = 20
 
 # A signal ends the server at once when nothing is in flight; the bound leaves room for a
 # loaded machine.
@@ -94,20 +97,27 @@ def test_every_call_is_answered_and_every_record_accounted_for(sandbox: str, too
             if request_id % 50 == 0:
                 assert server.request("ping")["result"] == {}
         # The client starts reading stderr: the server reports what it dropped (a report for
-        # each stretch of drops, as soon as stderr takes a line again).
+        # each stretch of drops, as soon as stderr takes a line again). A one-page pipe can
+        # still be found full while the reader catches up, so the client calls on until a
+        # record of its own is written, which must come within a few calls.
         server.read_stderr()
-        server.send(make(CALLS))
-        assert server.recv()["id"] == CALLS
+        server.wait_stderr_drained()
+        calls = CALLS
+        while not any(record["request_id"] >= CALLS for record in records_in(server.stderr)):
+            assert calls < CALLS + CALLS_TO_RECOVER, server.stderr
+            server.send(make(calls))
+            assert server.recv()["id"] == calls
+            calls += 1
+            server.wait_stderr_drained()
         server.close_stdin()
         assert server.wait() == 0
     stderr = server.stderr
     written = {record["request_id"] for record in records_in(stderr)}
     dropped, _ = reported_drops(stderr)
     assert dropped > 0, stderr
-    # Each call is written or counted, never both and never neither; the last one, sent
-    # once stderr was read again, is written.
-    assert CALLS in written
-    assert len(written) + dropped == CALLS + 1
+    # Each call is written or counted, never both and never neither.
+    assert written <= set(range(calls))
+    assert len(written) + dropped == calls
     # The trail counts the same records lost, and says so when the session closes.
     assert f"audit trail: {dropped} records of this session could not be written" in stderr
     assert "Traceback" not in stderr
@@ -160,7 +170,7 @@ def test_a_required_trail_refuses_what_stderr_cannot_take_and_recovers(sandbox: 
         assert server.request("ping")["result"] == {}
         server.read_stderr()
         # Stderr drains; the next call waits for nothing and is answered.
-        time.sleep(0.2)
+        server.wait_stderr_drained()
         answered = server.call_tool("sandbox_fs_read", {"relative_path": "hello.txt"})
         assert answered["result"]["isError"] is False
         server.close_stdin()

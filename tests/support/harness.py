@@ -9,6 +9,7 @@ shrunk to one page until the test starts reading it (`read_stderr`).
 
 from __future__ import annotations
 
+import array
 import fcntl
 import json
 import os
@@ -16,6 +17,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -135,6 +137,29 @@ class ServerProcess:
         if not self._stderr_read:
             self._stderr_read = True
             self._stderr_thread.start()
+
+    def wait_stderr_drained(self, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Wait until stderr's pipe holds nothing unread, after `read_stderr`.
+
+        Starting to read does not empty the pipe at once: until the reader has caught up, a
+        write of the server's may still find it full, and be dropped as it should be. A test
+        that needs its next line written waits for this first.
+
+        Raises:
+            TimeoutError: The pipe still held data when the time was up.
+        """
+        stream = self.process.stderr
+        if stream is None:  # pragma: no cover - always piped
+            return
+        pending = array.array("i", [0])
+        deadline = time.monotonic() + timeout
+        while True:
+            fcntl.ioctl(stream.fileno(), termios.FIONREAD, pending)
+            if pending[0] == 0:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"stderr still holds {pending[0]} unread bytes")
+            time.sleep(0.005)
 
     @property
     def stderr(self) -> str:
