@@ -321,7 +321,9 @@ def uv_cache() -> str:
     done = subprocess.run(
         [uv, "cache", "dir"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )
-    return done.stdout.strip()
+    # uv prints the pyproject's `cache-dir` as written, relative to the repository; the
+    # scenarios run elsewhere.
+    return str(REPO_ROOT / done.stdout.strip())
 
 
 def clone_of_this_repository(where: Path) -> Path:
