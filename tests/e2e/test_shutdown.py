@@ -175,6 +175,13 @@ def test_a_signal_while_the_event_loop_loads_is_not_lost(signum: signal.Signals)
         server.kill()
 
 
+def _catches(pid: int, signum: signal.Signals) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_a_signal_during_start_up_is_counted_not_fatal(signum: signal.Signals) -> None:
     # Before the server reads anything (its configuration and tools are still being set up,
@@ -183,11 +190,13 @@ def test_a_signal_during_start_up_is_counted_not_fatal(signum: signal.Signals) -
     try:
         server.wait_for_stderr("", timeout=1)
         deadline = time.monotonic() + 10
-        # Wait until the process runs the server's own code (its handlers are installed).
-        while "mcp_server_suite" not in Path(f"/proc/{server.pid}/cmdline").read_text():
+        # Wait until the server's handlers are installed: the kernel lists the signals a
+        # process catches in SigCgt, a mask with bit n - 1 for signal n. The interpreter
+        # catches SIGINT from its start, SIGTERM only once the server installs its handlers
+        # for both; before that, SIGTERM's default action applies.
+        while not _catches(server.pid, signal.SIGTERM):
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        time.sleep(0.3)
         server.signal(signum)
         assert server.wait(timeout=EXIT_WITHIN_S + 5) == 0
     finally:
