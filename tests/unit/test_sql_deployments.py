@@ -44,12 +44,12 @@ from mcp_server_suite.tools.sql.tool import SQLTool
 from tests.support.postgres import (
     PASSWORD_ROLE,
     READER_ROLE,
-    SUPERUSER,
     PostgresServer,
     reader_settings,
     start_postgres,
     stop_postgres,
 )
+from tests.support.postgres_install import server_account
 from tests.support.txpool import TransactionPooler
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -71,33 +71,35 @@ def own_server() -> Iterator[tuple[PostgresServer, Path]]:
         stop_postgres(server, base)
 
 
-def _as_server_user(argv: list[str]) -> list[str]:
-    # PostgreSQL and PgBouncer refuse to run as root.
-    if os.geteuid() == 0:
-        return ["runuser", "-u", SUPERUSER, "--", *argv]
-    return argv
+def _as_server_account() -> dict[str, Any]:
+    # PostgreSQL and PgBouncer refuse to run as root: as root, the suite runs them as the
+    # account the fixture's cluster runs as, dropping to it in the child itself (no runuser,
+    # which a PATH without /usr/sbin does not find), from a directory it can enter.
+    account = server_account()
+    if account is None:
+        return {}
+    return {"user": account.uid, "group": account.gid, "extra_groups": [], "cwd": "/"}
 
 
 def _restart(server: PostgresServer, base: Path, mode: str) -> None:
     subprocess.run(
-        _as_server_user(
-            [
-                str(server.bindir / "pg_ctl"),
-                "-D",
-                str(base / "data"),
-                "-l",
-                str(server.log_file),
-                "-m",
-                mode,
-                "-w",
-                "-t",
-                "60",
-                "restart",
-            ]
-        ),
+        [
+            str(server.bindir / "pg_ctl"),
+            "-D",
+            str(base / "data"),
+            "-l",
+            str(server.log_file),
+            "-m",
+            mode,
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        ],
         check=True,
         capture_output=True,
         timeout=90,
+        **_as_server_account(),
     )
 
 
@@ -299,14 +301,15 @@ def _running_pgbouncer(server: PostgresServer, mode: str) -> Iterator[str]:
         f"logfile = {directory}/pgbouncer.log\n",
         encoding="utf-8",
     )
-    if os.geteuid() == 0:
-        shutil.chown(directory, SUPERUSER, SUPERUSER)
-        for path in directory.iterdir():
-            shutil.chown(path, SUPERUSER, SUPERUSER)
+    account = server_account()
+    if account is not None:
+        for path in (directory, *directory.iterdir()):
+            os.chown(path, account.uid, account.gid)
     process = subprocess.Popen(  # A fixed program and arguments.
-        _as_server_user([binary, str(directory / "pgbouncer.ini")]),
+        [binary, str(directory / "pgbouncer.ini")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        **_as_server_account(),
     )
     try:
         socket = directory / f".s.PGSQL.{port}"
