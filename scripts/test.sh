@@ -63,4 +63,7 @@ scripts/install-clients.sh
 # deselected and counted on one line (tests/support/unprivileged.py); CI runs as root.
 unprivileged=()
 [[ $(id -u) == 0 ]] || unprivileged=(--deselect-needs-root)
-exec uv run --locked --no-sync pytest ${unprivileged[@]+"${unprivileged[@]}"} "$@"
+# One worker per core (pytest-xdist), each taking whole test files, so that a module's own
+# fixtures (a cluster it restarts, a server it shares among its tests) stay in one process.
+exec uv run --locked --no-sync pytest --numprocesses=auto --dist=loadfile \
+  ${unprivileged[@]+"${unprivileged[@]}"} "$@"
