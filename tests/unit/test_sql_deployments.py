@@ -111,6 +111,22 @@ def _reader_sessions(server: PostgresServer) -> int:
         return int(row[0]) if row else 0
 
 
+def _terminate_reader_sessions(server: PostgresServer) -> None:
+    with server.connect() as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+            [READER_ROLE],
+        )
+
+
+async def _reader_sessions_ended(server: PostgresServer) -> None:
+    # PostgreSQL ends a terminated session in its own time: wait for it, at most 10 s.
+    for _ in range(200):
+        if not _reader_sessions(server):
+            return
+        await asyncio.sleep(0.05)
+
+
 async def _warm(tool: SQLTool) -> None:
     # Calls that overlap, so that the pool holds POOL_SIZE connections.
     for _ in range(3):
@@ -138,11 +154,7 @@ def test_sessions_postgres_ended_are_replaced_before_use(
             if event in ("fast", "immediate"):
                 _restart(server, base, event)
             elif event == "terminate":
-                with server.connect() as conn:
-                    conn.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                        [READER_ROLE],
-                    )
+                _terminate_reader_sessions(server)
             # Every pooled session has ended before the next call.
             for _ in range(200):
                 if event != "idle_session_timeout" and not _reader_sessions(server):
@@ -176,15 +188,8 @@ def test_a_session_that_ended_before_the_call_began_is_sent_again(
         tool = SQLTool(settings)
         try:
             await tool.run(ReadOnlySQLParams(query="SELECT 1"))
-            with server.connect() as conn:
-                conn.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                    [READER_ROLE],
-                )
-            for _ in range(200):
-                if not _reader_sessions(server):
-                    break
-                await asyncio.sleep(0.05)
+            _terminate_reader_sessions(server)
+            await _reader_sessions_ended(server)
             return (await tool.run(ReadOnlySQLParams(query="SELECT 2 AS two"))).rows
         finally:
             await tool.aclose()
@@ -623,15 +628,8 @@ def test_a_call_sent_twice_on_ended_sessions_is_told_the_connection_was_lost(
         tool = SQLTool(settings)
         try:
             await asyncio.gather(*(tool.run(ReadOnlySQLParams(query=OVERLAPPING)) for _ in "ab"))
-            with server.connect() as conn:
-                conn.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
-                    [READER_ROLE],
-                )
-            for _ in range(200):
-                if not _reader_sessions(server):
-                    break
-                await asyncio.sleep(0.05)
+            _terminate_reader_sessions(server)
+            await _reader_sessions_ended(server)
             database = await tool.database()
             # Both sessions are idle in the pool, and both have ended.
             return await database.run(
