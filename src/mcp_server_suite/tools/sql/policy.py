@@ -12,12 +12,11 @@ Rules:
    for it there. A node or field a later PostgreSQL adds (a new clause, a new option) is
    refused until it is reviewed: the tree is checked against allowlists, never a denylist.
 4. Names. A function must be on the `FunctionPolicy` allowlist. Operators and collations
-   may be qualified with `pg_catalog` only; types with `pg_catalog`, `information_schema` or
-   a schema of `MCP_SQL_SCHEMAS`, like relations; `xml` is no type a query may name.
-   Relations may be qualified with `pg_catalog`, `information_schema` or a schema of
+   may be qualified with `pg_catalog` only; `xml` is no type a query may name. Relations and
+   types may be qualified with `pg_catalog`, `information_schema` or a schema of
    `MCP_SQL_SCHEMAS`; unqualified ones are collected, for `statement.py` to qualify from the
    catalog (the session's `search_path` holds only trusted schemas, so an unqualified name
-   that nobody qualifies can find no table of a user).
+   that nobody qualifies can find no table or type of a user).
 5. Every refusal is a `ToolFailure`: `MCP_QUERY_VIOLATION` for what the policy forbids,
    `MCP_VALIDATION_ERROR` for text that does not parse or nests too deeply. A refusal quotes
    the caller's own text, never the parser's internal names.
@@ -61,8 +60,8 @@ __all__ = [
     "TRUSTED_RELATION_SCHEMAS",
     "CheckedTree",
     "FunctionPolicy",
+    "NameRef",
     "ParsedStatement",
-    "RelationRef",
     "check_untrusted_tree",
     "ensure_read_alike",
     "newer_numeric_literal",
@@ -439,13 +438,14 @@ class FunctionPolicy:
 
 
 @dataclass(slots=True)
-class RelationRef:
-    """An unqualified relation name in the checked tree, which the catalog qualifies.
+class NameRef:
+    """An unqualified relation or type name in the checked tree, which the catalog qualifies.
 
     Attributes:
-        name: The relation's name as PostgreSQL compares it.
+        name: The name as PostgreSQL compares it.
         offset: The byte offset of the name in the statement's text.
-        node: The tree's `RangeVar` fields, so that the qualification can be checked.
+        node: The tree's `RangeVar` or `TypeName` fields, so that the qualification can be
+            checked.
     """
 
     name: str
@@ -483,6 +483,7 @@ class CheckedTree:
         query: The SELECT's fields (for EXPLAIN, those of the query it explains).
         explain: The EXPLAIN options as SQL (`(FORMAT JSON, VERBOSE TRUE)`), or None.
         relations: The unqualified relation names, in text order.
+        types: The unqualified type names, in text order.
         ctes: Every common table expression name the statement defines: an unqualified name
             among them is never qualified, since it may name the CTE.
         explain_format: The EXPLAIN format (`text` or `json`), or None.
@@ -496,7 +497,8 @@ class CheckedTree:
     query: dict[str, Any]
     start: int = 0
     explain: str | None = None
-    relations: list[RelationRef] = field(default_factory=list)
+    relations: list[NameRef] = field(default_factory=list)
+    types: list[NameRef] = field(default_factory=list)
     ctes: set[str] = field(default_factory=set)
     explain_format: str | None = None
     newer_literal: str | None = None
@@ -672,6 +674,7 @@ def check_untrusted_tree(
     except RecursionError:
         raise _invalid("The query nests too deeply to be checked.") from None
     checked.relations = walker.relations
+    checked.types = walker.types
     checked.ctes = walker.ctes
     checked.newer_literal = newer_numeric_literal(statement.source)
     return checked
@@ -806,7 +809,8 @@ class _Walker:
         self._source = source
         self._functions = functions
         self._schemas = schemas
-        self.relations: list[RelationRef] = []
+        self.relations: list[NameRef] = []
+        self.types: list[NameRef] = []
         self.ctes: set[str] = set()
         # The offset of the innermost node with one: a node without an offset is named by
         # the caller's text around the node that holds it.
@@ -901,10 +905,13 @@ class _Walker:
     def type_name(self, fields: dict[str, Any]) -> None:
         schema, name = self._qualified(fields.get("names", []), "type")
         shown = _shown(name if schema is None else f"{schema}.{name}")
-        # A type of MCP_SQL_SCHEMAS may be named qualified, as its relations may: the code it
-        # runs (input, output, CHECK constraints) is checked as PostgreSQL resolves it
+        # A type of MCP_SQL_SCHEMAS may be named as its relations may, qualified or not (an
+        # unqualified name is qualified from the catalog by `statement.py`): the code it runs
+        # (input, output, casts, CHECK constraints) is checked as PostgreSQL resolves it
         # (`verifier.py`). information_schema's types are built in.
-        if schema is not None and schema != "pg_catalog" and schema not in self._schemas:
+        if schema is None:
+            self.types.append(NameRef(name, int(fields.get("location", -1)), fields))
+        elif schema != "pg_catalog" and schema not in self._schemas:
             raise _violation(
                 f"The type {shown} is not allowed: types may be qualified with pg_catalog, "
                 "information_schema or a schema of MCP_SQL_SCHEMAS ("
@@ -928,7 +935,7 @@ class _Walker:
         name = str(fields.get("relname", ""))
         schema = fields.get("schemaname")
         if schema is None:
-            self.relations.append(RelationRef(name, int(fields.get("location", -1)), fields))
+            self.relations.append(NameRef(name, int(fields.get("location", -1)), fields))
         elif schema not in self._schemas:
             raise _violation(
                 f"The relation {_shown(str(schema))}.{_shown(name)} is not allowed: this tool "

@@ -604,11 +604,11 @@ class ReadOnlyDatabase:
         return self._pins
 
     async def catalog(self, *, missing: bool = False) -> RelationCatalog:
-        """Return the relation catalog, read again when it is old (or, given `missing`, a
-        second old).
+        """Return the relation and type catalog, read again when it is old (or, given
+        `missing`, a second old).
 
         Args:
-            missing: A query names a relation the current catalog does not hold.
+            missing: A query names a relation or type the current catalog does not hold.
 
         Raises:
             ToolFailure: Every connection stayed busy (in-band, retryable).
@@ -619,10 +619,15 @@ class ReadOnlyDatabase:
             stale = age > (CATALOG_MISS_REFRESH_S if missing else CATALOG_TTL_S)
             if self._catalog is None or stale:
                 schemas = self._trusted.schemas
-                rows = await self._with_connection(
-                    lambda conn: _read_catalog(conn, ("pg_catalog", *schemas))
+                # Every connection the pool hands out has its pins, the extensions' schemas.
+                relations, types = await self._with_connection(
+                    lambda conn: _read_catalog(
+                        conn, ("pg_catalog", *self._set_up_pins().schemas, *schemas)
+                    )
                 )
-                self._catalog = RelationCatalog(schemas, rows)
+                self._catalog = RelationCatalog(
+                    schemas, relations, types, extension_schemas=self._set_up_pins().schemas
+                )
                 self._catalog_read_at = time.monotonic()
             return self._catalog
 
@@ -873,22 +878,34 @@ _EXTENSION_SCHEMAS: Final = (
     "GROUP BY n.nspname ORDER BY pg_catalog.min(pg_catalog.array_position(%s, e.extname::text))"
 )
 
-# The relations an unqualified name can mean: those of pg_catalog and MCP_SQL_SCHEMAS.
+# The relations and types an unqualified name can mean, in one round trip: those of
+# pg_catalog, the trusted extensions' schemas and MCP_SQL_SCHEMAS (`statement.py`, Rule 1).
+# Each kind is bounded alone, so that a schema of many relations leaves room for the types.
 _CATALOG: Final = (
-    "SELECT n.nspname, c.relname FROM pg_catalog.pg_class AS c "  # nosec B608  # Constants.
+    "(SELECT true, n.nspname, c.relname FROM pg_catalog.pg_class AS c "  # nosec B608  # Constants.
     "JOIN pg_catalog.pg_namespace AS n "
     "ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
-    "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%s) "
+    "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%(p1)s) "
     "AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,m,f,p,S}'::pg_catalog.char[]) "
-    f"LIMIT {MAX_CATALOG_RELATIONS}"
+    f"LIMIT {MAX_CATALOG_RELATIONS}) UNION ALL "
+    "(SELECT false, n.nspname, t.typname FROM pg_catalog.pg_type AS t "
+    "JOIN pg_catalog.pg_namespace AS n "
+    "ON n.oid OPERATOR(pg_catalog.=) t.typnamespace "
+    "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%(p1)s) "
+    f"LIMIT {MAX_CATALOG_RELATIONS})"
 )
 
 
 async def _read_catalog(
     conn: AsyncConnection[Any], schemas: tuple[str, ...]
-) -> list[tuple[str, str]]:
-    cursor = await conn.execute(_CATALOG, (list(schemas),))
-    return [(str(schema), str(name)) for schema, name in await cursor.fetchall()]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    # (relations, types), each as (schema, name) pairs.
+    cursor = await conn.execute(_CATALOG, {"p1": list(dict.fromkeys(schemas))})
+    relations: list[tuple[str, str]] = []
+    types: list[tuple[str, str]] = []
+    for is_relation, schema, name in await cursor.fetchall():
+        (relations if is_relation else types).append((str(schema), str(name)))
+    return relations, types
 
 
 # What a session that a pooler shares shows: its own prepared statement there already

@@ -3,12 +3,18 @@
 Rules:
 
 1. The session's `search_path` holds trusted schemas only (`pg_catalog`, the schemas of the
-   extensions the operator trusts, `pg_temp` last), so unqualified functions, operators and
-   types resolve to trusted code alone. Relations are qualified here instead: each
-   unqualified name is looked up in the `RelationCatalog`, as `search_path` would have
-   searched `pg_catalog, <MCP_SQL_SCHEMAS>`, and the schema found is written before it.
+   extensions the operator trusts, `pg_temp` last), so unqualified functions and operators
+   resolve to trusted code alone. Relations and types are qualified here instead: each
+   unqualified relation name is looked up in the `RelationCatalog`, as `search_path` would
+   have searched `pg_catalog, <MCP_SQL_SCHEMAS>`, and the schema found is written before it.
    A name that is also a common table expression of the query, or that no schema holds, is
    left as it is (PostgreSQL then names it in a 42P01 error, with the schemas searched).
+   An unqualified type name is looked up as `pg_catalog, <the trusted extensions' schemas>,
+   <MCP_SQL_SCHEMAS>`: a name the session's own `search_path` finds (a built-in type, an
+   extension's) is left as it is, so that a user type cannot change what `text` means, and
+   a type of MCP_SQL_SCHEMAS is qualified with the first schema that holds it. What the
+   type runs (input, output, casts, a domain's CHECK) is checked as PostgreSQL resolves it
+   (`verifier.py`), qualified or not. A type no schema holds is left as it is (42704).
 2. The text that runs is the caller's own statement with those schemas inserted, nothing
    else changed, inside a fixed wrapper that bounds the result: at most `max_rows + 1`
    rows, and each row's columns only while the running total of the rows' text sizes,
@@ -26,8 +32,8 @@ Rules:
    constants (`statement_shape`). The policy's verdict is a function of the shape: it reads
    node types, fields and names, never a constant's value (EXPLAIN's options, which are
    read, are never given a shape). So is what Rules 1 to 3 did with it: the schemas
-   inserted are chosen by relation name, and the text that runs is the caller's own between
-   them. For a text whose shape is one already checked and proved, `render_same_shape`
+   inserted are chosen by relation or type name, and the text that runs is the caller's own
+   between them. For a text whose shape is one already checked and proved, `render_same_shape`
    builds the text that runs in the same way, from the text's own parse by PostgreSQL's
    grammar (its constants and offsets), without walking the tree or parsing the result
    again; its tests hold it to `render_statement`, text for text.
@@ -43,6 +49,7 @@ from typing import Any, Final
 
 from mcp_server_suite.tools.sql.policy import (
     CheckedTree,
+    NameRef,
     newer_numeric_literal,
     parse_tree_json,
     parse_tree_text,
@@ -109,6 +116,17 @@ _OFFSETS: Final = re.compile(r',"(?:' + _OFFSET_KEYS + r')":-?\d+')
 _FIRST_OFFSETS: Final = re.compile(r'(?<=\{)"(?:' + _OFFSET_KEYS + r')":-?\d+,?')
 # An unqualified relation in a tree's JSON text (`catalogname` and `schemaname` come first).
 _UNQUALIFIED: Final = re.compile(r'\{"RangeVar":\{"relname":("(?:[^"\\]|\\.)*")')
+# An unqualified type name in a tree's JSON text: a `TypeName` whose list of names holds one
+# name. Every node the policy allows holds a TypeName as a typed pointer, `typeName`, which
+# libpg_query writes untagged (a tagged one would fail the proof of Rule 3, never pass it
+# unqualified); `names` is its first member, and a string value cannot match, since its
+# quotes are escaped.
+_UNQUALIFIED_TYPE: Final = re.compile(
+    r'"typeName":\{"names":\[\{"String":\{"sval":("(?:[^"\\]|\\.)*")\}\}\]'
+)
+# A type name's modifiers, written between its names and its own offset: they may hold
+# constants with offsets of their own (`mytype(3)`), which the offset search steps over.
+_TYPE_MODIFIERS: Final = ',"typmods":'
 # What a tree's JSON text holds around its one statement, offsets removed.
 _STATEMENT: Final = re.compile(r'\{"version":\d+,"stmts":\[\{"stmt":(.*)\}\]\}', re.S)
 # The value of a constant, once offsets are removed (Rule 5): libpg_query writes a constant as
@@ -170,6 +188,7 @@ class ExecutableStatement:
         newer_literal: A numeric literal that servers older than PostgreSQL 16 read otherwise
             (`policy.ensure_read_alike`), or None.
         qualified: The schema written before each unqualified relation name, by name.
+        qualified_types: The schema written before each unqualified type name, by name.
         query: The caller's query as it runs, qualified and without the wrapper or EXPLAIN
             (what `probe.py` has PostgreSQL resolve); empty for the server's own queries.
     """
@@ -181,37 +200,74 @@ class ExecutableStatement:
     wrapped: bool = True
     newer_literal: str | None = None
     qualified: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    qualified_types: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     query: str = ""
 
 
 class RelationCatalog:
-    """Which schema an unqualified relation name means, as `search_path` would decide.
+    """Which schema an unqualified relation or type name means, as `search_path` would decide.
 
     Args:
         schemas: The schemas searched after `pg_catalog` (`MCP_SQL_SCHEMAS`), in order.
         relations: (schema, name) of every relation of `pg_catalog` and those schemas.
+        types: (schema, name) of every type of `pg_catalog`, the trusted extensions' schemas
+            and `MCP_SQL_SCHEMAS`.
+        extension_schemas: The trusted extensions' schemas, which the session's `search_path`
+            holds after `pg_catalog`: a type name they hold needs no qualification (Rule 1).
     """
 
-    def __init__(self, schemas: tuple[str, ...], relations: Iterable[tuple[str, str]]) -> None:
-        order = {schema: rank for rank, schema in enumerate(("pg_catalog", *schemas))}
-        found: dict[str, tuple[int, str]] = {}
-        for count, (schema, name) in enumerate(relations):
-            if count >= MAX_CATALOG_RELATIONS:
-                break
-            rank = order.get(schema)
-            if rank is not None and (name not in found or rank < found[name][0]):
-                found[name] = (rank, schema)
+    def __init__(
+        self,
+        schemas: tuple[str, ...],
+        relations: Iterable[tuple[str, str]],
+        types: Iterable[tuple[str, str]] = (),
+        *,
+        extension_schemas: tuple[str, ...] = (),
+    ) -> None:
         self.schemas: Final = schemas
-        self._schema_of: Final[Mapping[str, str]] = MappingProxyType(
-            {name: schema for name, (_, schema) in found.items()}
-        )
+        self._schema_of: Final = _first_holders(("pg_catalog", *schemas), relations)
+        # What the session's search_path finds by itself is never qualified (Rule 1).
+        searched = ("pg_catalog", *extension_schemas)
+        self._type_schema_of: Final = _first_holders((*searched, *schemas), types)
+        self._searched: Final = frozenset(searched)
 
     def schema_of(self, name: str) -> str | None:
-        """Return the schema that holds `name` first, or None when none does."""
+        """Return the schema that holds the relation `name` first, or None when none does."""
         return self._schema_of.get(name)
+
+    def type_schema_of(self, name: str) -> str | None:
+        """Return the schema of MCP_SQL_SCHEMAS to qualify the type name `name` with.
+
+        Returns:
+            The first schema of MCP_SQL_SCHEMAS that holds the type, or None when none does
+            or when `pg_catalog` or a trusted extension's schema holds it first (the session's
+            `search_path` then finds it, as it would for a query sent as it is).
+        """
+        schema = self._type_schema_of.get(name)
+        return None if schema in self._searched else schema
+
+    def has_type(self, name: str) -> bool:
+        """Tell whether any schema searched for an unqualified type name holds `name`."""
+        return name in self._type_schema_of
 
     def __contains__(self, name: object) -> bool:
         return name in self._schema_of
+
+
+def _first_holders(order: tuple[str, ...], objects: Iterable[tuple[str, str]]) -> Mapping[str, str]:
+    # Each name of (schema, name) pairs, with the first schema of `order` that holds it; at
+    # most MAX_CATALOG_RELATIONS pairs are read. A schema named twice keeps its first place.
+    rank_of: dict[str, int] = {}
+    for place, schema in enumerate(order):
+        rank_of.setdefault(schema, place)
+    found: dict[str, tuple[int, str]] = {}
+    for count, (schema, name) in enumerate(objects):
+        if count >= MAX_CATALOG_RELATIONS:
+            break
+        rank = rank_of.get(schema)
+        if rank is not None and (name not in found or rank < found[name][0]):
+            found[name] = (rank, schema)
+    return MappingProxyType({name: schema for name, (_, schema) in found.items()})
 
 
 def quote_identifier(name: str) -> str:
@@ -226,11 +282,12 @@ def render_statement(
     max_rows: int,
     max_result_bytes: int,
 ) -> ExecutableStatement:
-    """Qualify the checked statement's relations, wrap it, and prove the result (Rules 1-4).
+    """Qualify the checked statement's relations and types, wrap it, and prove the result
+    (Rules 1-4).
 
     Args:
         checked: The statement, as the policy returned it.
-        catalog: Where unqualified relations are found.
+        catalog: Where unqualified relations and types are found.
         max_rows: The most rows the caller receives.
         max_result_bytes: The most bytes of row text the server may receive.
 
@@ -250,12 +307,18 @@ def render_statement(
             qualified[relation.name] = schema
             # The tree the text must parse to: the same node, now qualified.
             relation.node["schemaname"] = schema
+    qualified_types: dict[str, str] = {}
+    for type_name in checked.types:
+        schema = catalog.type_schema_of(type_name.name)
+        if schema is not None:
+            qualified_types[type_name.name] = schema
+            # The tree the text must parse to: the same node, now qualified.
+            type_name.node["names"] = [{"String": {"sval": schema}}, type_name.node["names"][-1]]
     query = _qualified_text(
         statement.source,
         checked.start,
         statement.end,
-        ((relation.offset, relation.name) for relation in checked.relations),
-        qualified,
+        _insertions(checked.relations, qualified, checked.types, qualified_types),
     )
     if checked.explain_format is not None:
         sql = f"EXPLAIN {checked.explain}\n{query}"
@@ -271,6 +334,7 @@ def render_statement(
             wrapped=False,
             newer_literal=checked.newer_literal,
             qualified=MappingProxyType(qualified),
+            qualified_types=MappingProxyType(qualified_types),
             query=query,
         )
     sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
@@ -279,6 +343,10 @@ def render_statement(
     expected = _UNQUALIFIED.sub(
         lambda found: _qualified(found, qualified), _statement_text(statement.tree)
     )
+    if qualified_types:
+        expected = _UNQUALIFIED_TYPE.sub(
+            lambda found: _qualified_type(found, qualified_types), expected
+        )
     before, after = _template(max_rows + 1, max_result_bytes)
     if _statement_text(parse_tree_text(sql)) != before + expected + after:
         raise PolicyDefect("the statement that would run differs from the checked query")
@@ -288,25 +356,33 @@ def render_statement(
         max_result_bytes,
         newer_literal=checked.newer_literal,
         qualified=MappingProxyType(qualified),
+        qualified_types=MappingProxyType(qualified_types),
         query=query,
     )
 
 
-def _qualified_text(
-    source: bytes,
-    start: int,
-    end: int,
-    relations: Iterable[tuple[int, str]],
+def _insertions(
+    relations: Iterable[NameRef],
     qualified: Mapping[str, str],
+    types: Iterable[NameRef],
+    qualified_types: Mapping[str, str],
+) -> list[tuple[int, str]]:
+    # (byte offset, schema) of every schema to write before a name, relations and types.
+    found = [(ref.offset, qualified[ref.name]) for ref in relations if ref.name in qualified]
+    found += [
+        (ref.offset, qualified_types[ref.name]) for ref in types if ref.name in qualified_types
+    ]
+    return found
+
+
+def _qualified_text(
+    source: bytes, start: int, end: int, insertions: Iterable[tuple[int, str]]
 ) -> str:
-    # The statement's text from `start` to `end`, with its schema written before each
-    # unqualified relation (byte offset, name) that `qualified` names, and nothing else.
+    # The statement's text from `start` to `end`, with each schema of (byte offset, schema)
+    # written before the name at that offset, and nothing else.
     pieces: list[bytes] = []
     position = start
-    for offset, name in sorted(relations):
-        schema = qualified.get(name)
-        if schema is None:
-            continue
+    for offset, schema in sorted(insertions):
         pieces.append(source[position:offset])
         pieces.append(quote_identifier(schema).encode() + b".")
         position = offset
@@ -352,15 +428,19 @@ def render_same_shape(
     length_member = _STATEMENT_LENGTH.search(tree)
     start = int(start_member.group(1)) if start_member else 0
     length = int(length_member.group(1)) if length_member else 0
-    relations = []
+    insertions = []
     for found in _UNQUALIFIED.finditer(tree):
-        location = _LOCATION.search(tree, found.end())
-        if location is None:
-            raise PolicyDefect("a relation of the statement has no offset")
-        relations.append((int(location.group(1)), str(json.loads(found.group(1)))))
-    query = _qualified_text(
-        source, start, start + length if length else len(source), relations, like.qualified
-    )
+        schema = like.qualified.get(json.loads(found.group(1)))
+        if schema is not None:
+            insertions.append((_offset_after(tree, found.end()), schema))
+    if like.qualified_types:
+        for found in _UNQUALIFIED_TYPE.finditer(tree):
+            schema = like.qualified_types.get(json.loads(found.group(1)))
+            if schema is not None:
+                insertions.append(
+                    (_offset_after(tree, _after_modifiers(tree, found.end())), schema)
+                )
+    query = _qualified_text(source, start, start + length if length else len(source), insertions)
     sql = wrap_statement(query, max_rows=max_rows, max_result_bytes=max_result_bytes).sql
     return ExecutableStatement(
         sql,
@@ -368,8 +448,33 @@ def render_same_shape(
         max_result_bytes,
         newer_literal=newer_numeric_literal(source),
         qualified=like.qualified,
+        qualified_types=like.qualified_types,
         query=query,
     )
+
+
+def _offset_after(tree: str, position: int) -> int:
+    # The offset of the name whose node's JSON text ends its name at `position`: the first
+    # after it, since neither a RangeVar's alias nor a TypeName's other members hold one.
+    location = _LOCATION.search(tree, position)
+    if location is None:
+        raise PolicyDefect("a name of the statement has no offset")
+    return int(location.group(1))
+
+
+def _after_modifiers(tree: str, position: int) -> int:
+    # Where a TypeName's members after its modifiers begin: its modifiers are a list of
+    # expressions, whose own offsets come before the name's.
+    if not tree.startswith(_TYPE_MODIFIERS, position):
+        return position
+    try:
+        _, end = _JSON_DECODER.raw_decode(tree, position + len(_TYPE_MODIFIERS))
+    except ValueError:
+        raise PolicyDefect("a type name of the statement is malformed") from None
+    return int(end)
+
+
+_JSON_DECODER: Final = json.JSONDecoder()
 
 
 def _qualified(found: "re.Match[str]", qualified: Mapping[str, str]) -> str:
@@ -378,6 +483,20 @@ def _qualified(found: "re.Match[str]", qualified: Mapping[str, str]) -> str:
     if schema is None:
         return found.group(0)
     return '{"RangeVar":{"schemaname":' + json.dumps(schema) + ',"relname":' + found.group(1)
+
+
+def _qualified_type(found: "re.Match[str]", qualified_types: Mapping[str, str]) -> str:
+    # An unqualified type name's JSON, with the schema the catalog chose when there is one.
+    schema = qualified_types.get(json.loads(found.group(1)))
+    if schema is None:
+        return found.group(0)
+    return (
+        '"typeName":{"names":[{"String":{"sval":'
+        + json.dumps(schema)
+        + '}},{"String":{"sval":'
+        + found.group(1)
+        + "}}]"
+    )
 
 
 def wrap_statement(query: str, *, max_rows: int, max_result_bytes: int) -> ExecutableStatement:

@@ -7,9 +7,9 @@ Rules:
    query starts fast and small.
 2. A call meets the layers in the order of the package's files: the policy refuses what it
    forbids before any connection is touched (`policy.py`); the statement that runs is the
-   checked one with its relations qualified from the catalog, bounded in rows and bytes, and
-   proved by a second parse (`statement.py`); what PostgreSQL resolves it to is checked
-   before it first runs (`verifier.py`); the role audit refuses while the role could
+   checked one with its relations and types qualified from the catalog, bounded in rows and
+   bytes, and proved by a second parse (`statement.py`); what PostgreSQL resolves it to is
+   checked before it first runs (`verifier.py`); the role audit refuses while the role could
    run untrusted code (`role_audit.py`); the read runs in a read-only transaction that is
    always rolled back, on a session whose `search_path` holds trusted schemas only
    (`session.py`); values become JSON within the response bound (`values.py`).
@@ -275,10 +275,13 @@ class SQLTool:
         catalog = await database.catalog()
 
         def complete(catalog: "RelationCatalog") -> bool:
-            return all(ref.name in catalog or ref.name in checked.ctes for ref in checked.relations)
+            return all(
+                ref.name in catalog or ref.name in checked.ctes for ref in checked.relations
+            ) and all(catalog.has_type(ref.name) for ref in checked.types)
 
         if not complete(catalog):
-            # A relation the catalog does not hold may have been created since it was read.
+            # A relation or type the catalog does not hold may have been created since it was
+            # read.
             catalog = await database.catalog(missing=True)
         # The statement that runs is built from the tree checked above: the policy runs once.
         render = functools.partial(
@@ -301,8 +304,8 @@ class SQLTool:
             self._checked_for = catalog
         _remember(self._checked, key, statement)
         if checked.explain_format is None and not long_query and complete(catalog):
-            # A shape whose relations were all found: a query that names one not found yet
-            # takes the full path, which reads the catalog again for it.
+            # A shape whose relations and types were all found: a query that names one not
+            # found yet takes the full path, which reads the catalog again for it.
             _remember(self._shapes, verdict_key(checked.statement.tree), statement)
         return statement
 

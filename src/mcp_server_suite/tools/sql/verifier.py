@@ -61,7 +61,7 @@ from mcp_server_suite.tools.sql.resolution import (
     ResolvedCode,
     collect_resolved_code,
 )
-from mcp_server_suite.tools.sql.statement import statement_shape
+from mcp_server_suite.tools.sql.statement import RelationCatalog, statement_shape
 
 if TYPE_CHECKING:
     from mcp_server_suite.tools.sql.role_audit import TrustedCode
@@ -133,6 +133,8 @@ SELECT CASE %(p1)s::pg_catalog.text
   ELSE x.oid::pg_catalog.regtype::pg_catalog.text END
 FROM x"""
 _SHOWN_NAME_CHARS: Final = 120
+# A name a query may write without quotes (a keyword aside, which a catalog name rarely is).
+_BARE_NAME: Final = re.compile(r"[a-z_][a-z0-9_$]{0,62}")
 # What a catalog name may hold to be shown without quotes.
 _PLAIN_NAME: Final = re.compile(r"[\w.$ ,()\[\]<>=!~*/+%&|^#@?-]+")
 
@@ -231,7 +233,11 @@ class CodeVerifier:
             later = (
                 _later_major(failure, catalog.major)
                 or _later_syntax(failure, catalog.major, statement.query)
-                or _name_in_a_string(failure, statement.query)
+                or _name_in_a_string(
+                    failure,
+                    statement.query,
+                    generation if isinstance(generation, RelationCatalog) else None,
+                )
             )
             raise (later or failure) from failure.__cause__
         try:
@@ -368,10 +374,14 @@ def _later_syntax(failure: ToolFailure, major: int, query: str) -> ToolFailure |
     return None
 
 
-def _name_in_a_string(failure: ToolFailure, query: str) -> ToolFailure | None:
-    # A relation or type named in a string ('film_list'::regclass, to_regtype('mood')), and
-    # an unqualified type, are looked up in the session's search_path, which holds trusted
-    # schemas only: say so, in place of the hint about unqualified relations.
+def _name_in_a_string(
+    failure: ToolFailure, query: str, names: "RelationCatalog | None"
+) -> ToolFailure | None:
+    # A relation or type named in a string ('film_list'::regclass, to_regtype('mood')) is
+    # looked up when the query runs, in the session's search_path, which holds trusted
+    # schemas only: say how to write it, with the schema that holds it when the catalog
+    # knows one. An unqualified type name outside a string that PostgreSQL did not find is
+    # in none of the schemas it is looked up in (`statement.py`, Rule 1): say which.
     problem = failure.problem
     sqlstate = problem.metadata.get("sqlstate")
     if sqlstate not in ("42P01", "42704"):
@@ -379,19 +389,43 @@ def _name_in_a_string(failure: ToolFailure, query: str) -> ToolFailure | None:
     found = _MISSING_OBJECT.search(problem.detail)
     if found is None:
         return None
-    in_string = f"'{found.group(2)}'" in query
-    if not in_string and found.group(1) != "type":
+    kind, name = found.group(1), found.group(2)
+    in_string = f"'{name}'" in query
+    if not in_string and (kind != "type" or "." in name):
         return None
-    where = "named in a string " if in_string else ""
+    exposed = ", ".join(names.schemas) if names is not None else "none"
+    if kind == "relation":
+        schema = names.schema_of(name) if names is not None else None
+        listed = "tables and views"
+    else:
+        schema = names.type_schema_of(name) if names is not None else None
+        listed = "columns and their types"
+    prefix = f"PostgreSQL refused the query (SQLSTATE {sqlstate}): the {kind} {quote(name, 64)}"
+    if in_string and schema is not None:
+        spelled = f"{_identifier(schema)}.{_identifier(name)}"
+        detail = (
+            f"{prefix} named in a string is looked up when the query runs, in pg_catalog and "
+            f"the trusted extensions' schemas only: write it with its schema ('{spelled}')."
+        )
+    else:
+        where = "named in a string " if in_string else ""
+        detail = (
+            f"{prefix} {where}is in none of pg_catalog, the trusted extensions' schemas and "
+            f"MCP_SQL_SCHEMAS ({exposed}); sql_schema lists the {listed} there."
+        )
     return ToolFailure(
-        f"PostgreSQL refused the query (SQLSTATE {sqlstate}): the {found.group(1)} "
-        f"{quote(found.group(2), 64)} {where}is looked up in pg_catalog and the trusted "
-        "extensions' schemas only: write it with its schema of MCP_SQL_SCHEMAS "
-        f"(public.{found.group(2)[:64]}).",
+        detail,
         code=problem.code,
         invalid_params=("query",),
         metadata={"sqlstate": str(sqlstate)},
     )
+
+
+def _identifier(name: str) -> str:
+    # A name as a query writes it: bare when PostgreSQL would read it back unchanged.
+    if _BARE_NAME.fullmatch(name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _needs(what: str, since: int, major: int, sqlstate: str) -> ToolFailure:
