@@ -94,6 +94,16 @@ def test_refusals_are_in_band_problems(
 
 @pytest.mark.e2e
 @pytest.mark.postgres
+def test_a_user_type_is_named_unqualified(server: ServerProcess) -> None:
+    # The fixture's enum public.mood, named as relations are (issue 19, item 7).
+    text = "SELECT 'a'::mood AS m, enum_range(NULL::mood) AS r, mood 'a' = 'a'::public.mood AS s"
+    result = server.call_tool(TOOL, {"query": text})["result"]
+    assert result["isError"] is False
+    assert result["structuredContent"]["rows"] == [["a", "{a}", True]]
+
+
+@pytest.mark.e2e
+@pytest.mark.postgres
 def test_sixteen_queries_in_flight(server: ServerProcess) -> None:
     for request_id in range(100, 116):
         server.send(

@@ -22,7 +22,7 @@ from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.schemas.sql import ReadOnlySQLParams
 from mcp_server_suite.tools.sql import session as sql_session
-from mcp_server_suite.tools.sql import statement
+from mcp_server_suite.tools.sql import statement, verifier
 from mcp_server_suite.tools.sql.policy import FunctionPolicy, parse_tree_text
 from mcp_server_suite.tools.sql.statement import (
     PolicyDefect,
@@ -138,6 +138,68 @@ def test_a_text_that_is_not_the_checked_tree_is_a_defect(monkeypatch: pytest.Mon
     monkeypatch.setattr(statement, "_insertions", lambda *args: [])
     with pytest.raises(PolicyDefect):
         _render("SELECT 'G'::mpaa_rating")
+
+
+def test_a_type_name_whose_modifiers_are_not_json_is_a_defect() -> None:
+    text = "SELECT x::mpaa_rating(1) FROM film"
+    like = _render(text)
+    tree = parse_tree_text(text).replace('"typmods":[', '"typmods":x[')
+    with pytest.raises(PolicyDefect, match="malformed"):
+        render_same_shape(text, tree, like, max_rows=5, max_result_bytes=65_536)
+
+
+def _missing(sqlstate: str, message: str) -> ToolFailure:
+    return ToolFailure(
+        f"PostgreSQL refused the query (SQLSTATE {sqlstate}): {message}",
+        code=MCPErrorCode.VALIDATION_ERROR,
+        metadata={"sqlstate": sqlstate},
+    )
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "message", "text", "names", "told"),
+    [
+        # A name that needs quotes is written with them.
+        (
+            "42P01",
+            'relation "Film List" does not exist',
+            "SELECT 'Film List'::regclass",
+            RelationCatalog(("pagila",), [("pagila", "Film List")]),
+            "('pagila.\"Film List\"')",
+        ),
+        # Without a catalog (a generation of another kind), nothing is claimed about schemas.
+        (
+            "42704",
+            'type "mood" does not exist',
+            "SELECT 'a'::mood",
+            None,
+            "MCP_SQL_SCHEMAS (none)",
+        ),
+        (
+            "42704",
+            'type "mood" does not exist',
+            "SELECT 'mood'::regtype",
+            None,
+            "named in a string is in none of",
+        ),
+    ],
+)
+def test_the_hint_for_a_name_not_found_fits_the_name(
+    sqlstate: str, message: str, text: str, names: RelationCatalog | None, told: str
+) -> None:
+    hinted = verifier._name_in_a_string(_missing(sqlstate, message), text, names)
+    assert hinted is not None
+    assert told in hinted.problem.detail
+
+
+def test_other_missing_objects_keep_the_servers_message() -> None:
+    for sqlstate, message, text in [
+        ("42703", 'column "x" does not exist', "SELECT x"),
+        ("42704", 'collation "x" does not exist', "SELECT 'a' COLLATE x"),
+        ("42P01", 'relation "t" does not exist', "SELECT * FROM t"),
+        ("42704", 'type "public.nosuch" does not exist', "SELECT 'a'::public.nosuch"),
+    ]:
+        assert verifier._name_in_a_string(_missing(sqlstate, message), text, _CATALOG) is None
 
 
 # Queries of one shape, with constants of their kinds, to hold the cached path to the full one.
