@@ -83,6 +83,14 @@ def _render(text: str, catalog: RelationCatalog = _CATALOG) -> statement.Executa
             'SELECT * FROM json_to_record(\'{}\') AS t(r "pagila".mpaa_rating, y "pagila".year)',
         ),
         ('SELECT \'x\'::"Odd ""name"""', 'SELECT \'x\'::"pagila"."Odd ""name"""'),
+        (
+            "SELECT JSON_VALUE('1', '$' RETURNING year)",
+            "SELECT JSON_VALUE('1', '$' RETURNING \"pagila\".year)",
+        ),
+        (
+            "SELECT * FROM JSON_TABLE('[1]', '$[*]' COLUMNS (a year PATH '$')) AS j",
+            "SELECT * FROM JSON_TABLE('[1]', '$[*]' COLUMNS (a \"pagila\".year PATH '$')) AS j",
+        ),
         # Built-in names, a user type of the same name notwithstanding, and an extension's.
         ("SELECT 'a'::text, 1::int4, 2::int", "SELECT 'a'::text, 1::int4, 2::int"),
         ("SELECT 'a'::cube_like", "SELECT 'a'::cube_like"),
@@ -296,6 +304,17 @@ def test_user_types_run_unqualified_on_the_server(
     types_server: PostgresServer, text: str, rows: list[list[Any]]
 ) -> None:
     assert query(_settings(types_server), text).rows == rows
+
+
+def test_sql_json_returns_a_user_type_where_the_server_has_it(
+    types_server: PostgresServer,
+) -> None:
+    settings = _settings(types_server)
+    text = "SELECT JSON_VALUE('{\"r\": \"R\"}', '$.r' RETURNING mpaa_rating) AS r"
+    if types_server.major >= 17:
+        assert query(settings, text).rows == [["R"]]
+    else:
+        assert "needs PostgreSQL 17" in query_failure(settings, text).problem.detail
 
 
 def test_the_order_of_the_schemas_decides_on_the_server(types_server: PostgresServer) -> None:
