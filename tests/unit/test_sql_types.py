@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -447,3 +448,27 @@ def test_a_type_created_a_moment_ago_is_found_on_the_next_call(
         return seen
 
     assert asyncio.run(body()) == ["42704", [["new"]]]
+
+
+def test_the_catalog_comes_in_the_order_of_the_schemas_searched(
+    types_server: PostgresServer,
+) -> None:
+    # Its bound (`MAX_CATALOG_RELATIONS` of each kind) then drops the names of the last
+    # schemas searched, never pg_catalog's: a user's `text` never stands in for the built-in.
+    # The fixture creates pagila.shared after pagila2's types, so the table's order is not.
+    order = ("pg_catalog", "pagila", "pagila2")
+
+    async def body() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        conn = await psycopg.AsyncConnection.connect(types_server.dsn(database=_DATABASE))
+        try:
+            return await sql_session._read_catalog(conn, (*order, "pagila"))
+        finally:
+            await conn.close()
+
+    relations, types = asyncio.run(body())
+    for found in (relations, types):
+        ranks = [order.index(schema) for schema, _ in found]
+        assert ranks == sorted(ranks)
+        assert set(ranks) == {0, 1, 2}
+    assert ("pagila", "shared") in relations
+    assert ("pagila2", "shared_t") in types

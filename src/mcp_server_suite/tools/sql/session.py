@@ -880,18 +880,22 @@ _EXTENSION_SCHEMAS: Final = (
 
 # The relations and types an unqualified name can mean, in one round trip: those of
 # pg_catalog, the trusted extensions' schemas and MCP_SQL_SCHEMAS (`statement.py`, Rule 1).
-# Each kind is bounded alone, so that a schema of many relations leaves room for the types.
+# Each kind is bounded alone, so that a schema of many relations leaves room for the types,
+# and comes in the order of the schemas, so that the bound drops the names of the last
+# schemas searched, never a built-in one that a user's name would then stand in for.
 _CATALOG: Final = (
     "(SELECT true, n.nspname, c.relname FROM pg_catalog.pg_class AS c "  # nosec B608  # Constants.
     "JOIN pg_catalog.pg_namespace AS n "
     "ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
     "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%(p1)s) "
     "AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v,m,f,p,S}'::pg_catalog.char[]) "
+    "ORDER BY pg_catalog.array_position(%(p1)s::pg_catalog.name[], n.nspname) "
     f"LIMIT {MAX_CATALOG_RELATIONS}) UNION ALL "
     "(SELECT false, n.nspname, t.typname FROM pg_catalog.pg_type AS t "
     "JOIN pg_catalog.pg_namespace AS n "
     "ON n.oid OPERATOR(pg_catalog.=) t.typnamespace "
     "WHERE n.nspname OPERATOR(pg_catalog.=) ANY (%(p1)s) "
+    "ORDER BY pg_catalog.array_position(%(p1)s::pg_catalog.name[], n.nspname) "
     f"LIMIT {MAX_CATALOG_RELATIONS})"
 )
 
