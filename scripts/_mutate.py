@@ -7,8 +7,14 @@ untracked files that are not ignored, into a scratch directory under the system 
 directory, applies one mutation to the copy, and removes the copy afterwards.
 Rule 2: a mutation whose search text does not occur exactly once in its file is an error, so
 a table that has gone stale can never pass quietly.
-Rule 3: before any mutation runs, every test module the table names must pass on an unmutated
-copy. Otherwise a failure under mutation would prove nothing.
+Rule 3: a kill counts only when it is confirmed on an unmutated copy. Each run records the
+tests that failed; afterwards the tests that failed under any mutation run together once on an
+unmutated copy, and a mutation is confirmed KILLED when a test that failed under it passes
+there. A kill by the time limit, or one whose tests that run could not settle, is confirmed
+by its whole test selection passing on an unmutated copy within the limit instead. An
+unconfirmed kill is an ERROR: a test that fails without the mutation proves nothing with it.
+(Confirming the failing tests alone, rather than first running every selection unmutated,
+costs one short run instead of the selections a second time.)
 Rule 4: the package under test must be imported from the scratch copy. Each run imports it
 before pytest starts and stops with an error if it came from anywhere else, such as an
 installed or editable copy of the real tree.
@@ -64,7 +70,16 @@ if not origin.is_relative_to(root):
           file=sys.stderr)
     raise SystemExit({_GUARD_FAILED})
 import pytest
-raise SystemExit(pytest.main(sys.argv[3:]))
+failed = []
+class RecordFailures:
+    def pytest_runtest_logreport(self, report):
+        if report.failed and report.nodeid not in failed:
+            failed.append(report.nodeid)
+try:
+    status = pytest.main(sys.argv[4:], plugins=[RecordFailures()])
+finally:
+    pathlib.Path(sys.argv[3]).write_text("".join(f"{{i}}\\n" for i in failed), encoding="utf-8")
+raise SystemExit(status)
 """
 
 # Environment variables that would let a child write into the real tree, or measure or
@@ -112,6 +127,8 @@ class Outcome:
     detail: str
     seconds: float
     output: str
+    # The node ids of the tests that failed, in the order they failed.
+    failed: tuple[str, ...] = ()
 
 
 def _relative(value: object, where: str) -> str:
@@ -250,17 +267,20 @@ def _run_tests(
     tests: Sequence[str],
     extra: Sequence[str],
     timeout: float,
+    first_failure: bool = True,
 ) -> Outcome:
     scratch_tmp = tree.parent / "tmp"
     scratch_tmp.mkdir(exist_ok=True)
+    failures_file = tree.parent / "failed-tests"
     command = [
         python,
         "-c",
         _GUARD,
         table.package,
         str(tree),
+        str(failures_file),
         *tests,
-        "-x",
+        *(["-x"] if first_failure else []),
         "-q",
         "--no-cov",
         "-p",
@@ -290,11 +310,15 @@ def _run_tests(
             )
     seconds = time.monotonic() - started
     output = raw.decode("utf-8", "replace")
+    try:
+        failed = tuple(failures_file.read_text(encoding="utf-8").splitlines())
+    except FileNotFoundError:
+        failed = ()
     status = process.returncode
     if status == 0:
         return Outcome("SURVIVED", "the tests passed", seconds, output)
     if status == _PYTEST_TESTS_FAILED:
-        return Outcome("KILLED", "the tests failed", seconds, output)
+        return Outcome("KILLED", "the tests failed", seconds, output, failed)
     if status == _GUARD_FAILED:
         return Outcome("ERROR", "the package was not imported from the copy", seconds, output)
     return Outcome("ERROR", f"pytest exited with status {status}", seconds, output)
@@ -322,11 +346,19 @@ class _Runner:
         shutil.copytree(self.base, tree, symlinks=True)
         return tree
 
-    def baseline(self, index: int, tests: tuple[str, ...], extra: tuple[str, ...]) -> Outcome:
-        tree = self._fresh_copy(f"b{index}")
+    def unmutated(
+        self, name: str, tests: Sequence[str], extra: Sequence[str], *, first_failure: bool
+    ) -> Outcome:
+        tree = self._fresh_copy(name)
         try:
             return _run_tests(
-                self.python, self.table, tree, tests=tests, extra=extra, timeout=self.timeout
+                self.python,
+                self.table,
+                tree,
+                tests=tests,
+                extra=extra,
+                timeout=self.timeout,
+                first_failure=first_failure,
             )
         finally:
             shutil.rmtree(tree.parent, ignore_errors=True)
@@ -381,33 +413,78 @@ def _check_only(root: Path, table: Table) -> int:
     return 1 if failures else 0
 
 
+def _confirm(
+    runner: _Runner,
+    pool: concurrent.futures.Executor,
+    mutations: Sequence[Mutation],
+    outcomes: list[Outcome],
+) -> None:
+    """Rule 3: turn every kill that the unmutated tree does not confirm into an ERROR."""
+    killed_by_tests = [
+        i for i, outcome in enumerate(outcomes) if outcome.verdict == "KILLED" and outcome.failed
+    ]
+    failed = sorted({test for i in killed_by_tests for test in outcomes[i].failed})
+    # The tests that failed under any mutation, once, without -x: each must pass unmutated.
+    still_failing: frozenset[str] = frozenset()
+    unsettled: list[int] = [
+        i
+        for i, outcome in enumerate(outcomes)
+        if outcome.verdict == "KILLED" and not outcome.failed
+    ]
+    if failed:
+        check = runner.unmutated("confirm", failed, (), first_failure=False)
+        passed = check.verdict == "SURVIVED"
+        _report(
+            f"confirm: {len(failed)} failing test(s) "
+            + ("pass on the unmutated tree" if passed else "do not all pass on the unmutated tree"),
+            check,
+            show_output=not passed,
+        )
+        if check.verdict == "KILLED" and check.failed:
+            still_failing = frozenset(check.failed)
+        elif not passed:
+            # The run itself did not settle (a time limit, a test id it could not find): fall
+            # back to each selection's own run.
+            unsettled += killed_by_tests
+            killed_by_tests = []
+    for i in killed_by_tests:
+        if not set(outcomes[i].failed) - still_failing:
+            outcomes[i] = dataclasses.replace(
+                outcomes[i],
+                verdict="ERROR",
+                detail="its failing tests fail on the unmutated tree too",
+            )
+    selections = sorted({(mutations[i].tests, mutations[i].pytest_args) for i in unsettled})
+
+    def run_selection(item: tuple[int, tuple[tuple[str, ...], tuple[str, ...]]]) -> Outcome:
+        index, (tests, extra) = item
+        return runner.unmutated(f"b{index}", tests, extra, first_failure=True)
+
+    verdicts = dict(zip(selections, pool.map(run_selection, enumerate(selections)), strict=True))
+    for (tests, extra), check in verdicts.items():
+        passed = check.verdict == "SURVIVED"
+        label = f"baseline {' '.join((*tests, *extra))}: " + (
+            "passes" if passed else "FAILS on the unmutated tree"
+        )
+        _report(label, check, show_output=not passed)
+    for i in unsettled:
+        if verdicts[(mutations[i].tests, mutations[i].pytest_args)].verdict != "SURVIVED":
+            outcomes[i] = dataclasses.replace(
+                outcomes[i], verdict="ERROR", detail="its tests fail on the unmutated tree too"
+            )
+
+
 def _run(root: Path, table: Table, python: str, jobs: int, timeout: float) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mutation-check-") as scratch_name:
         runner = _Runner(root, table, python, timeout, Path(scratch_name))
-        suites = sorted({(m.tests, m.pytest_args) for m in table.mutations})
-
-        def run_baseline(item: tuple[int, tuple[tuple[str, ...], tuple[str, ...]]]) -> Outcome:
-            index, (tests, extra) = item
-            return runner.baseline(index, tests, extra)
 
         def run_mutant(item: tuple[int, Mutation]) -> Outcome:
             return runner.mutant(*item)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            baselines = list(pool.map(run_baseline, enumerate(suites)))
-            broken = False
-            for (tests, extra), outcome in zip(suites, baselines, strict=True):
-                passed = outcome.verdict == "SURVIVED"
-                label = f"baseline {' '.join((*tests, *extra))}: " + (
-                    "passes" if passed else "FAILS on the unmutated tree"
-                )
-                _report(label, outcome, show_output=not passed)
-                broken = broken or not passed
-            if broken:
-                print("mutation-check: fix the baseline first; no mutation was run")
-                return 1
             outcomes = list(pool.map(run_mutant, enumerate(table.mutations)))
+            _confirm(runner, pool, table.mutations, outcomes)
     counts = {"KILLED": 0, "SURVIVED": 0, "ERROR": 0}
     for mutation, outcome in zip(table.mutations, outcomes, strict=True):
         counts[outcome.verdict] += 1

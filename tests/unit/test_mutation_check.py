@@ -132,7 +132,7 @@ def fingerprint(root: Path) -> dict[str, str]:
 def test_killed_mutation_passes(project: Path) -> None:
     status, output = mutation_check(project, ["killed"])
     assert status == 0, output
-    assert "baseline tests/test_calc.py: passes" in output
+    assert "confirm: 1 failing test(s) pass on the unmutated tree" in output
     assert "KILLED   killed: The killed mutation." in output
     assert "1 killed, 0 survived, 0 errors" in output
 
@@ -159,16 +159,40 @@ def test_one_bad_mutation_is_enough_to_fail(project: Path, name: str) -> None:
 def test_hanging_mutation_is_killed_by_the_time_limit(project: Path) -> None:
     status, output = mutation_check(project, ["hang"], "--timeout", "6")
     assert status == 0, output
+    # A kill by the time limit names no failing test: its whole selection must pass unmutated.
+    assert "baseline tests/test_calc.py: passes" in output
     assert "KILLED   hang: The hang mutation. (timed out after 6 s" in output
 
 
-def test_failing_baseline_stops_the_check(project: Path) -> None:
+def test_kill_by_a_test_failing_without_the_mutation_is_an_error(project: Path) -> None:
     test_module = project / "tests" / "test_calc.py"
     test_module.write_text(TEST_CALC.replace("== 3", "== 4"), encoding="utf-8")
     status, output = mutation_check(project, ["killed"])
     assert status == 1
-    assert "FAILS on the unmutated tree" in output
-    assert "no mutation was run" in output
+    assert "do not all pass on the unmutated tree" in output
+    assert (
+        "ERROR    killed: The killed mutation. (its failing tests fail on the unmutated" in output
+    )
+    assert "0 killed, 0 survived, 1 errors" in output
+
+
+def test_kill_that_a_rerun_cannot_settle_falls_back_to_the_selection(project: Path) -> None:
+    # The failing test's id changes from run to run, so the confirming run cannot name it: the
+    # kill is then confirmed by the whole selection passing on the unmutated tree.
+    test_module = project / "tests" / "test_calc.py"
+    test_module.write_text(
+        "import os\n\nimport pytest\n\n"
+        + TEST_CALC.replace(
+            "def test_clamp() -> None:",
+            "@pytest.mark.parametrize('run', [os.getpid()])\ndef test_clamp(run: int) -> None:",
+        ),
+        encoding="utf-8",
+    )
+    status, output = mutation_check(project, ["killed"])
+    assert status == 0, output
+    assert "do not all pass on the unmutated tree" in output
+    assert "baseline tests/test_calc.py: passes" in output
+    assert "1 killed, 0 survived, 0 errors" in output
 
 
 def test_package_imported_from_elsewhere_is_refused(project: Path) -> None:
