@@ -29,6 +29,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -318,7 +319,8 @@ def _run_tests(
     if status == 0:
         return Outcome("SURVIVED", "the tests passed", seconds, output)
     if status == _PYTEST_TESTS_FAILED:
-        return Outcome("KILLED", "the tests failed", seconds, output, failed)
+        detail = f"caught by {failed[0]}" if failed else "the tests failed"
+        return Outcome("KILLED", detail, seconds, output, failed)
     if status == _GUARD_FAILED:
         return Outcome("ERROR", "the package was not imported from the copy", seconds, output)
     return Outcome("ERROR", f"pytest exited with status {status}", seconds, output)
@@ -387,6 +389,21 @@ def _report(label: str, outcome: Outcome, *, show_output: bool) -> None:
         print(_tail(outcome.output), flush=True)
 
 
+def _test_exists(root: Path, test: str) -> bool:
+    # A test module, or one test in it by its node id (`path::Class::name[parameters]`):
+    # the module must exist and define each name the id goes through.
+    # Parameters may hold "::" themselves, so the id is split before them.
+    path, *names = test.partition("[")[0].split("::")
+    try:
+        text = (root / path).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    return all(
+        re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", text, re.M)
+        for name in names
+    )
+
+
 def _check_only(root: Path, table: Table) -> int:
     failures = 0
     for mutation in table.mutations:
@@ -396,7 +413,7 @@ def _check_only(root: Path, table: Table) -> int:
             found = -1
         else:
             found = text.count(mutation.search)
-        missing_tests = [test for test in mutation.tests if not (root / test).exists()]
+        missing_tests = [test for test in mutation.tests if not _test_exists(root, test)]
         if found == 1 and not missing_tests:
             print(f"mutation-check: applicable {mutation.id}")
             continue
@@ -407,7 +424,7 @@ def _check_only(root: Path, table: Table) -> int:
         elif found != 1:
             reasons.append(f"search text found {found} times in {mutation.file}")
         if missing_tests:
-            reasons.append(f"missing test modules {missing_tests}")
+            reasons.append(f"missing tests {missing_tests}")
         reason = "; ".join(reasons)
         print(f"mutation-check: NOT APPLICABLE {mutation.id}: {reason}")
     return 1 if failures else 0

@@ -56,7 +56,9 @@ MUTATIONS = {
 }
 
 
-def table_text(names: list[str], *, package: str = "fakepkg") -> str:
+def table_text(
+    names: list[str], *, package: str = "fakepkg", tests: str = "tests/test_calc.py"
+) -> str:
     lines = [f'package = "{package}"', 'source-root = "src"']
     for name in names:
         search, replace = MUTATIONS[name]
@@ -68,7 +70,7 @@ def table_text(names: list[str], *, package: str = "fakepkg") -> str:
             'file = "src/fakepkg/calc.py"',
             f"search = '''{search}'''",
             f"replace = '''{replace}'''",
-            'tests = ["tests/test_calc.py"]',
+            f'tests = ["{tests}"]',
         ]
     return "\n".join(lines) + "\n"
 
@@ -109,10 +111,14 @@ def project(tmp_path: Path) -> Path:
 
 
 def mutation_check(
-    project: Path, names: list[str], *extra: str, package: str = "fakepkg"
+    project: Path,
+    names: list[str],
+    *extra: str,
+    package: str = "fakepkg",
+    tests: str = "tests/test_calc.py",
 ) -> tuple[int, str]:
     table = project.parent / "mutations.toml"
-    table.write_text(table_text(names, package=package), encoding="utf-8")
+    table.write_text(table_text(names, package=package, tests=tests), encoding="utf-8")
     result = run(
         [SCRIPTS_DIR / "mutation-check.sh", "--table", str(table), *extra],
         cwd=project,
@@ -211,6 +217,20 @@ def test_check_mode_reports_applicability_without_running_tests(project: Path) -
     assert "NOT APPLICABLE missing: search text found 0 times in src/fakepkg/calc.py" in output
     assert "baseline" not in output
     assert mutation_check(project, ["killed"], "--check")[0] == 0
+
+
+def test_a_mutation_may_name_the_one_test_that_catches_it(project: Path) -> None:
+    status, output = mutation_check(project, ["killed"], tests="tests/test_calc.py::test_clamp")
+    assert status == 0, output
+    assert (
+        "KILLED   killed: The killed mutation. (caught by tests/test_calc.py::test_clamp" in output
+    )
+    # A test that no longer exists under its name is caught by --check, as a stale search is.
+    status, output = mutation_check(
+        project, ["killed"], "--check", tests="tests/test_calc.py::test_renamed"
+    )
+    assert status == 1
+    assert "NOT APPLICABLE killed: missing tests ['tests/test_calc.py::test_renamed']" in output
 
 
 def test_ids_select_mutations(project: Path) -> None:
