@@ -8,7 +8,7 @@ each test so the developer's own configuration can never change an outcome.
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 # `dev` keeps local runs quick; `ci` runs a thousand derandomised examples per property, so
@@ -24,6 +24,14 @@ settings.register_profile(
     database=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
+)
+# `mutation` is `ci` without shrinking, for scripts/mutation-check.sh (`pytest-args` of a
+# mutation): a kill needs a failing example, not the smallest one, and shrinking a property
+# whose every example evaluates the Nix module took five minutes for one mutation.
+settings.register_profile(
+    "mutation",
+    parent=settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
