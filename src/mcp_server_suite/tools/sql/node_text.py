@@ -326,7 +326,11 @@ class _Reader:
             return
         frame = self.stack[-1]
         if frame.node is not None:
-            if frame.field_name is None:
+            # No text reaches this refusal: `read` hands every token inside a node to
+            # `_field_name` until a field's name is read, and only that name's value is then
+            # pushed or delivered, so a node's frame always has a name waiting here. The
+            # check stays so that a change to `read` fails closed rather than misfiling a value.
+            if frame.field_name is None:  # pragma: no cover
                 raise NodeTextError("a value of the tree's text has no field name")
             frame.node.fields[frame.field_name] = value
             frame.field_name = None
