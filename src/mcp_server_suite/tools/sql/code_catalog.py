@@ -13,12 +13,15 @@ Rules:
    denied by `functions.denial_reason` is never allowed, whatever the configuration says.
 2. Operators are allowed when the function behind them is: an operator is only a spelling
    of its function.
-3. Types. A type made by initdb is allowed, except that the input function of `xml` (and of
-   its array) never runs on the caller's text: it parses documents in libxml2, which the
-   statement timeout cannot stop. Another type is allowed when every support function it
+3. Types. A type made by initdb is allowed, except that the input function of `xml` never
+   runs on the caller's text: it parses documents in libxml2, which the statement timeout
+   cannot stop. That holds for every type whose input reaches xml's: xml's array, and a
+   type made of xml (an array of a domain over xml, a composite type or a table's row type
+   with an xml attribute). Another type is allowed when every support function it
    has (input, output, receive, send, typmod, subscripting; a range's canonical and
    subtype_diff) is built in, part of a trusted extension or allowed by Rule 1, the types
-   it is made of (its element, base or subtype) are allowed, and, for a domain, every
+   it is made of (its element, base, subtype or, for a composite type, its attributes'
+   types, whose input functions its own calls) are allowed, and, for a domain, every
    CHECK constraint calls only allowed code (its stored tree is read as the query's is).
    The schema a type lives in does not matter: a type runs code through those alone.
 4. Relations the caller's own query levels read must be in `pg_catalog`,
@@ -69,10 +72,11 @@ __all__ = [
 ]
 
 # The types whose input function never runs on the caller's text (Rule 3): xml and xml[]
-# (their object ids are fixed by pg_type.dat).
+# (their object ids are fixed by pg_type.dat), nor that of a type made of either.
 NO_INPUT_TYPES: Final = frozenset({142, 143})
 # Facts about objects that are not built in are looked up at most this many times for one
-# query: a domain over a domain over a range type is three rounds; deeper chains are refused.
+# query: a domain over a domain over a range type is three rounds; a query whose types need
+# more rounds is refused.
 MAX_LOOKUP_ROUNDS: Final = 8
 # The schemas whose relations any query may read (their relations come with initdb or with
 # extensions installed into them by a superuser).
@@ -114,15 +118,20 @@ WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
   AND e.extname OPERATOR(pg_catalog.=) ANY (%(p5)s::pg_catalog.text[])"""
 
 # Facts about the types (p1) and relations (p2) a query names that are not built in (Rule 5).
-# A type row: ('t', oid, support functions, types it is made of, domain CHECK trees, name);
-# a relation row: ('r', oid, NULL, NULL, NULL, its schema).
+# A type row: ('t', oid, support functions, types it is made of, domain CHECK trees, name),
+# the types it is made of being its element, base, range subtype, the range of a
+# multirange and a composite type's attribute types; a relation row: ('r', oid, NULL, NULL,
+# NULL, its schema).
 OBJECT_FACTS_SQL: Final = """
 SELECT 't', t.oid::pg_catalog.int8,
        ARRAY[t.typinput, t.typoutput, t.typreceive, t.typsend, t.typmodin, t.typmodout,
              t.typsubscript, COALESCE(r.rngcanonical, 0), COALESCE(r.rngsubdiff, 0)
        ]::pg_catalog.int8[],
        ARRAY[t.typelem, t.typbasetype, COALESCE(r.rngsubtype, 0), COALESCE(m.rngtypid, 0)
-       ]::pg_catalog.int8[],
+       ]::pg_catalog.int8[] OPERATOR(pg_catalog.||)
+       ARRAY(SELECT a.atttypid::pg_catalog.int8 FROM pg_catalog.pg_attribute AS a
+             WHERE a.attrelid OPERATOR(pg_catalog.=) t.typrelid
+               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped),
        ARRAY(SELECT c.conbin::pg_catalog.text FROM pg_catalog.pg_constraint AS c
              WHERE c.contypid OPERATOR(pg_catalog.=) t.oid AND c.conbin IS NOT NULL),
        t.oid::pg_catalog.regtype::pg_catalog.text
@@ -175,7 +184,8 @@ class TypeFacts:
 
     Attributes:
         functions: Its support functions (0 where it has none).
-        parts: Its element, base, subtype and range types (0 where it has none).
+        parts: Its element, base, subtype and range types (0 where it has none), and a
+            composite type's attribute types.
         constraints: Its CHECK constraints' stored trees.
         name: Its name, as `regtype` writes it.
     """
@@ -335,10 +345,13 @@ def ensure_allowed_code(code: ResolvedCode, catalog: CodeCatalog, facts: ObjectF
     for oid, use in sorted(code.operators.items()):
         if oid not in catalog.operators:
             raise RefusedObject("operator", oid, use)
-    for oid in sorted(code.input_types & NO_INPUT_TYPES):
-        raise RefusedObject("input", oid, "a constant or a cast")
     for oid in sorted(code.types):
         _ensure_type(oid, catalog, facts, set())
+    # Every type the query makes from text has passed `_ensure_type`, so the facts of each
+    # type it is made of are known.
+    for oid in sorted(code.input_types):
+        if _made_of_xml(oid, facts, set()):
+            raise RefusedObject("input", oid, "a constant or a cast")
     for oid in sorted(code.relations):
         if oid >= FIRST_USER_OID and facts.relations.get(oid) not in catalog.schemas:
             raise RefusedObject("relation", oid, "a relation")
@@ -370,6 +383,17 @@ def _ensure_type(oid: int, catalog: CodeCatalog, facts: ObjectFacts, seen: set[i
             ensure_allowed_code(inner, catalog, facts)
         except RefusedObject:
             raise RefusedObject("domain", oid, "a domain") from None
+
+
+def _made_of_xml(oid: int, facts: ObjectFacts, seen: set[int]) -> bool:
+    # Rule 3: whether the input function of a type reaches xml's (no type initdb makes
+    # but xml's array is made of xml).
+    if oid in NO_INPUT_TYPES:
+        return True
+    if oid < FIRST_USER_OID or oid in seen:
+        return False
+    seen.add(oid)
+    return any(_made_of_xml(part, facts, seen) for part in facts.types[oid].parts)
 
 
 def read_constraints(facts: ObjectFacts) -> None:

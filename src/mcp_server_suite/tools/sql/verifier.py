@@ -279,12 +279,18 @@ class CodeVerifier:
         return list(database.trusted_schemas())
 
     async def _learn_facts(self, database: "ReadOnlyDatabase", code: ResolvedCode) -> None:
-        # Rule 5 of `code_catalog.py`: look up what is not built in, round after round.
-        for _ in range(MAX_LOOKUP_ROUNDS):
+        # Rule 5 of `code_catalog.py`: look up what is not built in, round after round, and
+        # decide once what the last round found is known (a chain of MAX_LOOKUP_ROUNDS types
+        # is checked; one more is refused).
+        lookups = 0
+        while True:
             read_constraints(self._facts)
             types, relations = missing_facts(code, self._facts)
             if not types and not relations:
                 return
+            if lookups == MAX_LOOKUP_ROUNDS:
+                raise ResolutionError("types nested too deeply to be checked")
+            lookups += 1
             rows = await database.read_catalog(
                 OBJECT_FACTS_SQL, {"p1": sorted(types), "p2": sorted(relations)}
             )
@@ -293,7 +299,6 @@ class CodeVerifier:
                 raise RefusedObject("type", oid, "a type")
             for oid in sorted(relations - self._facts.relations.keys()):
                 raise RefusedObject("relation", oid, "a relation")
-        raise ResolutionError("types nested too deeply to be checked")
 
     async def _refusal(
         self, database: "ReadOnlyDatabase", refused: RefusedObject, catalog: CodeCatalog
