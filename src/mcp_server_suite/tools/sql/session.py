@@ -712,18 +712,17 @@ class ReadOnlyDatabase:
             Its rows.
 
         Raises:
-            ToolFailure: Every connection stayed busy (in-band, retryable).
+            ToolFailure: PostgreSQL refused or cancelled the query (a catalog another session
+                holds locked past the statement timeout), the connection was lost, or every
+                connection stayed busy (in-band, as for a read: `translate_database_error`).
             DatabaseUnavailable: PostgreSQL could not be reached or failed.
         """
 
         async def body(conn: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
-            try:
-                cursor = await conn.execute(query, params)
-                return [tuple(row) for row in await cursor.fetchall()]
-            except psycopg.Error as exc:
-                raise DatabaseUnavailable(
-                    f"a catalog query failed: {type(exc).__name__} (SQLSTATE {exc.sqlstate})"
-                ) from exc
+            # A psycopg error is translated by `_on_one_connection`, as for every statement
+            # outside the call's round trip.
+            cursor = await conn.execute(query, params)
+            return [tuple(row) for row in await cursor.fetchall()]
 
         return await self._with_connection(body)
 
