@@ -13,6 +13,7 @@ from typing import Final
 
 import pytest
 
+from mcp_server_suite.schemas.echo import quote
 from mcp_server_suite.schemas.errors import ToolFailure
 from mcp_server_suite.schemas.problems import MCPErrorCode
 from mcp_server_suite.tools.sql.code_catalog import MAX_LOOKUP_ROUNDS
@@ -30,6 +31,8 @@ NOTS: Final = MAX_DEPTH // 2 + 50
 DEEP_STACK: Final = "6MB"
 # A column name that node text writes as 62 escaped parentheses: 124 bytes without a space.
 LONG_NAME: Final = "(" * 62
+# A domain whose name a refusal must quote (a semicolon is not in a plain catalog name).
+ODD_DOMAIN: Final = "checked;domain"
 
 SETUP: Final = (
     # An operator over a user type, whose function nobody allowed: DISTINCT, ORDER BY and
@@ -53,6 +56,7 @@ SETUP: Final = (
     "CREATE DOMAIN public.d_xml AS xml",
     "CREATE FUNCTION public.any_check(text) RETURNS boolean LANGUAGE sql AS 'SELECT true'",
     "CREATE DOMAIN public.d_checked AS text CHECK (public.any_check(VALUE))",
+    f'CREATE DOMAIN public."{ODD_DOMAIN}" AS text CHECK (public.any_check(VALUE))',
     "CREATE TYPE public.feeling AS ENUM ('happy', 'sad')",
     "CREATE DOMAIN public.d_feeling AS text CHECK (VALUE::public.feeling IS NOT NULL)",
     # Composite types: one with an xml attribute, one with an attribute of the domain whose
@@ -86,6 +90,7 @@ TEARDOWN: Final = (
     *(f"DROP DOMAIN IF EXISTS public.chain_{n}" for n in range(MAX_LOOKUP_ROUNDS + 1, 0, -1)),
     "DROP TYPE IF EXISTS public.xml_pair, public.checked_pair, public.two_feelings",
     "DROP DOMAIN IF EXISTS public.d_deep, public.d_feeling, public.d_checked, public.d_xml",
+    f'DROP DOMAIN IF EXISTS public."{ODD_DOMAIN}"',
     "DROP TYPE IF EXISTS public.feeling",
     "DROP FUNCTION IF EXISTS public.any_check(text)",
     "DROP OPERATOR CLASS IF EXISTS public.pair_ops USING btree",
@@ -250,3 +255,45 @@ def test_a_name_the_tree_printer_must_break_is_refused(objects: PostgresServer) 
     result = query(reader_settings(objects), f'SELECT 1 AS "{LONG_NAME[:31]}"')
     assert result.columns == [LONG_NAME[:31]]
     assert result.rows == [[1]]
+
+
+def test_a_refused_name_that_is_not_plain_is_quoted(objects: PostgresServer) -> None:
+    failure = _violation(objects, f'SELECT NULL::public."{ODD_DOMAIN}"')
+    written = f'public."{ODD_DOMAIN}"'
+    assert failure.problem.detail == (
+        f"The domain {quote(written, 120)} is not allowed: a CHECK constraint of it calls a "
+        "function that may not run."
+    )
+
+
+def test_a_subquery_without_an_alias_runs_where_the_server_reads_it(
+    postgres_server: PostgresServer,
+) -> None:
+    # PostgreSQL 16 made the alias optional; 15 refuses the syntax, and no later major's
+    # name is the reason: PostgreSQL's own message is the answer.
+    text = "SELECT * FROM (SELECT 1) LIMIT 1"
+    settings = reader_settings(postgres_server)
+    if postgres_server.major >= 16:
+        assert query(settings, text).rows == [[1]]
+        return
+    failure = query_failure(settings, text)
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.detail == (
+        "PostgreSQL refused the query (SQLSTATE 42601): 'subquery in FROM must have an alias'."
+    )
+    assert failure.problem.metadata == {"sqlstate": "42601"}
+
+
+def test_an_object_missing_by_another_kind_keeps_postgresqls_message(
+    postgres_server: PostgresServer,
+) -> None:
+    # 42704 for a text search configuration: not a relation or type looked up by name.
+    failure = query_failure(
+        reader_settings(postgres_server), "SELECT pg_catalog.to_tsvector('nosuch_config', 'x')"
+    )
+    assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+    assert failure.problem.detail == (
+        "PostgreSQL refused the query (SQLSTATE 42704): 'text search configuration "
+        '"nosuch_config" does not exist\'.'
+    )
+    assert failure.problem.metadata == {"sqlstate": "42704"}
