@@ -28,7 +28,7 @@ from typing import Any, Final
 import coverage
 from coverage.exceptions import CoverageException
 
-__all__ = ["GATED", "PENDING", "REQUIRED", "main"]
+__all__ = ["GATED", "REQUIRED", "main"]
 
 PACKAGE: Final = "mcp_server_suite"
 GATED: Final = (
@@ -51,22 +51,6 @@ GATED: Final = (
     "schemas/arguments.py",
 )
 REQUIRED: Final = ("tools/sql/__init__.py", "tools/fs/read.py", "guardrails/*.py")
-# Gated modules below 100% for now, each with the branch coverage it may not fall under: error
-# paths of read_only_sql's resolved-tree check (refusal messages of each kind, a probe that
-# PostgreSQL cannot describe, node texts a server never prints), of its paging and of its
-# pooled sessions, that no test reaches yet. Each floor is what the suite reached when the
-# code landed, less a point for paths that depend on timing; a floor may only rise, and a
-# module leaves this table when its tests reach 100%.
-PENDING: Final = {
-    "tools/sql/code_catalog.py": 95.0,
-    "tools/sql/functions.py": 91.0,
-    "tools/sql/node_text.py": 95.0,
-    "tools/sql/probe.py": 83.0,
-    "tools/sql/resolution.py": 92.5,
-    "tools/sql/schema_tool.py": 95.0,
-    "tools/sql/session.py": 98.5,
-    "tools/sql/verifier.py": 83.0,
-}
 
 
 def _package_path(filename: str) -> str | None:
@@ -173,25 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not lines and not branches:
             continue
         percent = record["summary"]["percent_covered"]
-        floor = PENDING.get(gated[name])
-        if floor is not None and percent >= floor:
-            print(f"coverage-gate: {name}: {percent:.2f}% branch coverage, pending 100%")
-            continue
         failed = True
-        required_percent = 100.0 if floor is None else floor
-        print(
-            f"coverage-gate: {name}: {percent:.2f}% branch coverage, {required_percent:g}% required"
-        )
+        print(f"coverage-gate: {name}: {percent:.2f}% branch coverage, 100% required")
         if lines:
             print(f"    missing lines: {_ranges(lines)}")
         if branches:
             print(f"    missing branches: {_branches(branches)}")
     if failed:
         return 1
-    print(
-        f"coverage-gate: {len(gated)} gated module(s) at 100% branch coverage, "
-        f"{len(PENDING)} of them at their pending floor"
-    )
+    print(f"coverage-gate: {len(gated)} gated module(s) at 100% branch coverage")
     for name in sorted(gated):
         print(f"    {name}")
     return 0
