@@ -11,6 +11,7 @@ reads, a view reading XMLTABLE, a view inside a view, and a column name that
 from collections.abc import Iterator
 from typing import Final
 
+import psycopg
 import pytest
 
 from mcp_server_suite.schemas.echo import quote
@@ -115,6 +116,15 @@ def objects(postgres_server: PostgresServer) -> Iterator[PostgresServer]:
                 conn.execute(statement)
 
 
+def _has_libxml(server: PostgresServer) -> bool:
+    with server.connect() as conn:
+        try:
+            conn.execute("SELECT '<a/>'::xml")
+        except psycopg.errors.FeatureNotSupported:
+            return False
+    return True
+
+
 def _violation(server: PostgresServer, text: str) -> ToolFailure:
     failure = query_failure(reader_settings(server), text)
     assert failure.problem.code is MCPErrorCode.QUERY_VIOLATION
@@ -182,6 +192,15 @@ def test_code_nobody_allowed_behind_an_operator_or_a_domain_is_refused(
 def test_xml_made_from_text_through_another_type_is_refused(
     objects: PostgresServer, text: str, made: str
 ) -> None:
+    if "<a/>" in text and not _has_libxml(objects):
+        # PostgreSQL analyses a literal by running its input function, which on a server
+        # built without libxml (PyPI's PostgreSQL 18) refuses any XML at once.
+        failure = query_failure(reader_settings(objects), text)
+        assert failure.problem.code is MCPErrorCode.VALIDATION_ERROR
+        assert failure.problem.detail == (
+            "PostgreSQL refused the query (SQLSTATE 0A000): 'unsupported XML feature'."
+        )
+        return
     failure = _violation(objects, text)
     assert failure.problem.detail == (
         f"Values of the type {made} may not be made from text in a query: its input function "
