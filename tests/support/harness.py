@@ -188,20 +188,32 @@ class ServerProcess:
         stdout = self.process.stdout
         if stdout is None:
             raise RuntimeError("stdout is not a pipe")
-        fd = stdout.fileno()
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not selector.select(remaining):
-                    raise TimeoutError(f"no line within {timeout} s; stderr:\n{self.stderr}")
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    raise EOFError(f"stdout closed; stderr:\n{self.stderr}")
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
+        buffer = self._buffer
+        newline = buffer.find(b"\n")
+        if newline < 0:
+            # A line of many MiB arrives a pipe's worth at a time: look for its end in each
+            # new piece only, and grow one buffer in place, so that reading it stays linear.
+            growing = bytearray(buffer)
+            fd = stdout.fileno()
+            deadline = time.monotonic() + timeout
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_READ)
+                while newline < 0:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not selector.select(remaining):
+                        self._buffer = bytes(growing)
+                        raise TimeoutError(f"no line within {timeout} s; stderr:\n{self.stderr}")
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        self._buffer = bytes(growing)
+                        raise EOFError(f"stdout closed; stderr:\n{self.stderr}")
+                    found = chunk.find(b"\n")
+                    if found >= 0:
+                        newline = len(growing) + found
+                    growing += chunk
+            buffer = bytes(growing)
+        self._buffer = buffer[newline + 1 :]
+        return buffer[:newline]
 
     def recv(self, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
         """Read and decode one message."""
