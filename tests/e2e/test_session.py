@@ -894,17 +894,19 @@ def test_large_results_for_a_client_that_does_not_read_are_bounded(tmp_path: Pat
 
 @pytest.mark.e2e
 def test_results_that_would_hold_too_much_are_refused_retryably(tmp_path: Path) -> None:
-    # 64 slots, 64 reads of 1 MiB of random bytes decoded as latin-1: every reply is up to
-    # 4 MiB of escapes that do not compress, and all 64 start before any is written. Once the
-    # responses waiting hold 32 MiB, the successful results still finishing are replaced by
-    # a small retryable refusal instead of being held.
+    # 24 slots, 24 reads of 1 MiB of random bytes decoded as latin-1: every reply is up to
+    # 4 MiB of escapes that do not compress (about 2 MiB each once held compressed), and all
+    # 24 start before any is written. Once the responses waiting hold 32 MiB (sixteen of
+    # them), the successful results still finishing are replaced by a small retryable
+    # refusal instead of being held: about eight are. The size of each reply, not timing,
+    # decides how many fit, so a third more calls than fit is margin enough.
     (tmp_path / "noise.txt").write_bytes(os.urandom(MIB))
+    calls = 24
     env = {
         "MCP_SAFE_DATA_DIR": str(tmp_path),
         "MCP_METRICS_ENABLED": "false",
-        "MCP_MAX_CONCURRENT_TOOLS": "64",
+        "MCP_MAX_CONCURRENT_TOOLS": str(calls),
     }
-    calls = 64
     arguments = {"relative_path": "noise.txt", "max_bytes": MIB, "encoding": "latin-1"}
     burst = b"".join(
         frame(
@@ -920,7 +922,8 @@ def test_results_that_would_hold_too_much_are_refused_retryably(tmp_path: Path) 
     with running_server(env) as server:
         server.initialize()
         server.send_raw(burst)
-        time.sleep(3.0)
+        # Every call runs to its end with nobody reading; the server then goes quiet.
+        wait_until_quiet(server)
         results = dropped = 0
         for _ in range(calls):
             result = server.recv(timeout=60)["result"]
