@@ -168,6 +168,11 @@ def hidden_in(name: str, data: bytes) -> set[str]:
         text = data.decode(name)
     except UnicodeDecodeError:
         return set()
+    if text.isprintable() or (text.isascii() and text.encode("ascii") == data):
+        # Shortcuts for what most inputs decode to, where the check below finds nothing:
+        # printable text has no character of the categories Cc, Cf and Cs (str.isprintable is
+        # false for each), and text read as itself has only ASCII characters of the input.
+        return set()
     return {
         char
         for char in text
