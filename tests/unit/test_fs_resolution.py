@@ -9,9 +9,11 @@ kernel (link counting, `protected_symlinks`, magic links, canonical paths past P
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
+import resource
 import stat
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,56 @@ def content(tools: FileTools, path: str) -> str:
 # --- choosing a resolver -------------------------------------------------------------------
 
 
+# --- the system call itself ----------------------------------------------------------------
+
+
+def test_openat2_passes_every_argument_as_the_kernel_reads_it(root: Path) -> None:
+    # ctypes calls syscall(2) without argtypes (`_openat2`): each argument must still reach
+    # the kernel whole. The descriptor: a low one, the highest the limit allows, and AT_FDCWD
+    # (negative); the flags and resolve bits: what the kernel acted on; the size: the kernel
+    # accepts the structure.
+    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        numbers = [root_fd, hard - 1]
+        for number in numbers:
+            dir_fd = root_fd if number == root_fd else os.dup2(root_fd, number)
+            try:
+                fd = _openat2.openat2(dir_fd, b"sub/inner.txt", os.O_RDONLY | os.O_CLOEXEC, 0)
+                try:
+                    assert os.read(fd, 100) == b"inner\n"
+                    assert os.get_inheritable(fd) is False  # O_CLOEXEC reached the kernel
+                finally:
+                    os.close(fd)
+                with pytest.raises(OSError, match="Invalid cross-device link") as beneath:
+                    _openat2.openat2(dir_fd, b"../x", os.O_PATH, _openat2.RESOLVE_BENEATH)
+                assert beneath.value.errno == errno.EXDEV
+                with pytest.raises(OSError, match="Too many levels of symbolic links") as no_links:
+                    _openat2.openat2(dir_fd, b"link", os.O_PATH, _openat2.RESOLVE_NO_SYMLINKS)
+                assert no_links.value.errno == errno.ELOOP
+            finally:
+                if number != root_fd:
+                    os.close(number)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        os.close(root_fd)
+    at_cwd = -100
+    previous = os.getcwd()
+    os.chdir(root)
+    try:
+        fd = _openat2.openat2(at_cwd, b"ok.txt", os.O_RDONLY | os.O_CLOEXEC, 0)
+        try:
+            assert os.read(fd, 100) == b"hello\n"
+        finally:
+            os.close(fd)
+    finally:
+        os.chdir(previous)
+    with pytest.raises(OSError, match="No such file or directory") as missing:
+        _openat2.openat2(at_cwd, str(root / "absent").encode(), os.O_PATH, 0)
+    assert missing.value.errno == errno.ENOENT
+
+
 def test_the_kernel_resolves_where_it_has_openat2(root: Path) -> None:
     with file_tools(root, "kernel") as tools:
         resolver = tools.reader._resolver
@@ -84,7 +136,7 @@ def test_the_kernel_resolves_where_it_has_openat2(root: Path) -> None:
 def test_the_walk_is_chosen_when_the_kernel_answers_enosys(
     root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_openat2, "_NUMBER", UNUSED_SYSCALL)
+    monkeypatch.setattr(_openat2, "_NUMBER", ctypes.c_long(UNUSED_SYSCALL))
     with pytest.raises(OSError, match="Function not implemented") as info:
         _openat2.openat2(-100, b".", os.O_PATH, 0)
     assert info.value.errno == errno.ENOSYS
