@@ -48,6 +48,8 @@ NODE_PACKAGE = "@modelcontextprotocol/server-filesystem"
 # for Node.js 24 or newer, which npm's `node` package provides.
 NODE_PACKAGE_VERSION = "2.0.1"
 NODE_RUNTIME = "node@24"
+# The MCP SDK the reference server runs on, which its package takes at `^2.3.1`.
+NODE_SDK = "@modelcontextprotocol/server"
 NODE_ENTRY = NODE_PREFIX / "node_modules" / NODE_PACKAGE / "dist" / "index.js"
 NODE_BINARY = NODE_PREFIX / "node_modules" / ".bin" / "node"
 
@@ -147,7 +149,13 @@ def ensure_node_server() -> str:
     runtime = subprocess.run(
         [str(NODE_BINARY), "--version"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    return f"{NODE_PACKAGE} {manifest['version']} on Node.js {runtime}"
+    # The install pins neither the package's SDK (a caret range in its manifest) nor the
+    # runtime's release within 24 (`node@24`): npm resolves both to the newest at install
+    # time, so the output names the ones measured.
+    sdk = json.loads((NODE_PREFIX / "node_modules" / NODE_SDK / "package.json").read_text("utf-8"))
+    return (
+        f"{NODE_PACKAGE} {manifest['version']} ({NODE_SDK} {sdk['version']}) on Node.js {runtime}"
+    )
 
 
 def contenders(data_dir: Path, *, with_node: bool, baseline: Path | None = None) -> list[Contender]:
