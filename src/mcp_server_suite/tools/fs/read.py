@@ -439,8 +439,11 @@ class FileReader:
         # A short read is the end of the file, or a page cache that could serve only part of
         # the range (RWF_NOWAIT). It is taken for the end only when the file's size, asked
         # after the read, is where the read stopped: a size the file had, never one made up
-        # of a stale size and a later read.
-        end = max(os.fstat(fd).st_size, offset)
+        # of a stale size and a later read. The size is asked with lseek(SEEK_END), which
+        # every file system in INLINE_FILESYSTEMS answers from the inode's size, as fstat
+        # does, without the stat result Python builds (about as costly as the openat2 call;
+        # the descriptor's own offset is never used, every read names its offset).
+        end = max(os.lseek(fd, 0, os.SEEK_END), offset)
         return data if end == offset + len(data) else None
 
     def _read_cached(self, fd: int, count: int, offset: int) -> bytes | None:
