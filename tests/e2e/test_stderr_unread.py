@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.harness import running_server
+from mcp_server_suite.audit.trail import BATCH_DELAY_S
+from tests.support.harness import ServerProcess, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +33,11 @@ CALLS = 300
 # Once stderr is read again, a record is written within this many calls: the first finds the
 # pipe empty save on a machine so loaded that the reader has not caught up.
 CALLS_TO_RECOVER = 20
+
+# Records wait up to the trail's batch delay for more calls, and are written once input pauses
+# that long: after each call the client waits this long for its record, a hundred times the
+# delay, so a loaded machine still writes it in time while a lost record fails the test.
+RECORD_WAIT_S = BATCH_DELAY_S * 100
 
 # A signal ends the server at once when nothing is in flight; the bound leaves room for a
 # loaded machine.
@@ -77,6 +83,16 @@ def records_in(stderr: str) -> list[dict[str, Any]]:
     ]
 
 
+def record_written(server: ServerProcess, at_least: int) -> bool:
+    """Whether a record of a call numbered `at_least` or more reaches stderr in time."""
+    deadline = time.monotonic() + RECORD_WAIT_S
+    while not any(record["request_id"] >= at_least for record in records_in(server.stderr)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(BATCH_DELAY_S)
+    return True
+
+
 def reported_drops(stderr: str) -> tuple[int, int]:
     found = [tuple(map(int, match.groups())) for match in _REPORT.finditer(stderr)]
     return sum(records for records, _ in found), sum(others for _, others in found)
@@ -100,15 +116,19 @@ def test_every_call_is_answered_and_every_record_accounted_for(sandbox: str, too
         # each stretch of drops, as soon as stderr takes a line again). A one-page pipe can
         # still be found full while the reader catches up, so the client calls on until a
         # record of its own is written, which must come within a few calls.
+        # The client pauses after each call, so that the trail writes the call's record
+        # rather than waiting for more calls to batch it with.
         server.read_stderr()
         server.wait_stderr_drained()
         calls = CALLS
-        while not any(record["request_id"] >= CALLS for record in records_in(server.stderr)):
+        while True:
             assert calls < CALLS + CALLS_TO_RECOVER, server.stderr
             server.send(make(calls))
             assert server.recv()["id"] == calls
             calls += 1
             server.wait_stderr_drained()
+            if record_written(server, CALLS):
+                break
         server.close_stdin()
         assert server.wait() == 0
     stderr = server.stderr
