@@ -863,6 +863,124 @@ def test_cancellation_cancels_the_server_query(postgres_server: PostgresServer, 
     assert result.rows == [[1]]
 
 
+# A count of hours that keeps nothing (a set-returning function in the select list runs one
+# row at a time, where one in FROM is stored first, in a temporary file once large), and that
+# PostgreSQL plans as costly enough to JIT-compile where it can.
+SLOW_COUNT = "SELECT count(*) FROM (SELECT generate_series(1, 100000000000) AS g) AS s"
+# When the cancellation comes after the call starts: from before its pipeline is sent, through
+# the statement's parsing and planning (where, on PostgreSQL 15 here, cancel requests sent
+# 15 to 60 ms after the call started were dropped), into its execution.
+CANCEL_OFFSETS_S = tuple(step * 0.004 for step in range(30))
+
+
+@pytest.mark.postgres
+def test_a_cancellation_stops_the_query_whenever_it_comes(
+    postgres_server: PostgresServer,
+) -> None:
+    from mcp_server_suite.tools.sql.session import CANCEL_WAIT_S
+
+    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
+    settings = reader_settings(
+        postgres_server,
+        sql_pool_max_size=1,
+        sql_query_timeout=60.0,
+        sql_application_name=application,
+    )
+    slow = ReadOnlySQLParams(query=SLOW_COUNT)
+    checked(slow.query)
+
+    async def body(tool: SQLTool) -> list[float]:
+        waits = []
+        for offset in CANCEL_OFFSETS_S:
+            task = asyncio.create_task(tool.run(slow))
+            await asyncio.sleep(offset)
+            task.cancel()
+            cancelled = time.monotonic()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            waits.append(time.monotonic() - cancelled)
+            # The query stopped: a dropped cancel request would leave it running on to the
+            # 60 s statement timeout.
+            assert await _until_idle(postgres_server, application) == 0, offset
+        return waits
+
+    waits = run_with_tool(settings, body)
+    # Every call ended by a cancel request PostgreSQL acted on, none by psycopg giving the
+    # pipeline up after its wait and closing the connection.
+    assert max(waits) < CANCEL_WAIT_S, waits
+
+
+@pytest.mark.postgres
+def test_a_pipeline_that_outlasts_the_cancel_wait_is_left_to_psycopg(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_server_suite.tools.sql import session
+
+    # No time for the requests of this server: psycopg's own handling cancels the pipeline.
+    monkeypatch.setattr(session, "CANCEL_WAIT_S", 0.0)
+    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
+    settings = reader_settings(
+        postgres_server,
+        sql_pool_max_size=1,
+        sql_query_timeout=60.0,
+        sql_application_name=application,
+    )
+    slow = ReadOnlySQLParams(query=SLOW_COUNT)
+
+    async def body(tool: SQLTool) -> ReadOnlySQLResult:
+        task = asyncio.create_task(tool.run(slow))
+        await asyncio.sleep(0.5)
+        assert await _active_queries(postgres_server, application) == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await _until_idle(postgres_server, application) == 0
+        return await tool.run(ReadOnlySQLParams(query="SELECT 2 AS two"))
+
+    assert run_with_tool(settings, body).rows == [[2]]
+
+
+# A client that sets the session's pins, starts the slow count and waits to be killed.
+_ABANDONED_CLIENT = """
+import sys, psycopg
+from mcp_server_suite.tools.sql.session import SessionPins
+conn = psycopg.connect(sys.argv[1], autocommit=True, application_name=sys.argv[2])
+conn.execute(SessionPins(schemas=(), statement_timeout_ms=60_000).set_statements())
+conn.execute(sys.argv[3])
+"""
+
+
+@pytest.mark.postgres
+def test_a_session_whose_client_is_gone_ends_its_query(postgres_server: PostgresServer) -> None:
+    application = f"mcp-gone-{uuid.uuid4().hex[:8]}"
+    client = subprocess.Popen(  # This interpreter, with fixed arguments.
+        [
+            sys.executable,
+            "-c",
+            _ABANDONED_CLIENT,
+            postgres_server.dsn(),
+            application,
+            SLOW_COUNT,
+        ]
+    )
+    try:
+
+        async def running() -> int:
+            for _ in range(100):
+                if await _active_queries(postgres_server, application):
+                    break
+                await asyncio.sleep(0.05)
+            return await _active_queries(postgres_server, application)
+
+        assert asyncio.run(running()) == 1
+    finally:
+        client.kill()
+        client.wait()
+    # Nothing reads or writes the connection while the count runs: only the session's periodic
+    # check finds the client gone, well before the 60 s statement timeout.
+    assert asyncio.run(_until_idle(postgres_server, application)) == 0
+
+
 @pytest.mark.postgres
 def test_the_client_timeout_backs_up_the_server_timeout(postgres_server: PostgresServer) -> None:
     from mcp_server_suite.tools.sql.session import fetch_read_only
@@ -1181,7 +1299,7 @@ def test_a_session_ended_mid_query_is_an_in_band_problem(
         postgres_server, sql_query_timeout=30.0, sql_application_name=application
     )
 
-    slow = "SELECT count(*) FROM generate_series(1, 1e11) g"
+    slow = SLOW_COUNT
     checked(slow)  # The query passes the policy (a broken policy fails here, plainly).
 
     async def body(tool: SQLTool) -> None:

@@ -45,7 +45,11 @@ Rules:
    read the whole server's lock table, which grows with every session of the cluster).
    Any other connection is rolled back and then cleared and read back before it goes back
    to the pool. One whose state cannot be established is closed. Cancellation cancels the
-   query on the server too.
+   query on the server too, and asks again until the pipeline ends: PostgreSQL drops a
+   cancel request that arrives while it reads the pipeline's next message or plans and
+   compiles a statement, and the statement would then run on to the statement timeout. A
+   session whose connection is closed while its query runs ends itself within
+   `client_connection_check_interval`.
 7. Every error PostgreSQL reports, and every connection libpq cannot make or loses, becomes
    an in-band problem (`conditions.py`): the query's, the database's, the connection's or
    the operator's configuration's, with what to do. A superuser role is refused in-band,
@@ -167,6 +171,20 @@ IDLE_IN_TRANSACTION_TIMEOUT_MS: Final = 15_000
 # The client gives the server this much longer than statement_timeout before cancelling on its
 # own, so that a timeout is normally the server's, reported cleanly as SQLSTATE 57014.
 CLIENT_GRACE_S: Final = 1.0
+# A cancelled call asks PostgreSQL to cancel its pipeline again after this long, until the
+# pipeline ends: a request that arrives between two messages of the pipeline, or while a
+# statement is planned and JIT-compiled (which alone can take a few hundred milliseconds), is
+# dropped, not kept for the statement that follows. A quarter of a second reaches the running
+# statement within one planning of it.
+CANCEL_RESEND_S: Final = 0.25
+# How long a cancelled pipeline is given to end before psycopg's own handling takes over
+# (which cancels once more, waits five seconds, and then closes the connection): eight
+# requests, and a statement that ignores all of them ignores cancellation altogether.
+CANCEL_WAIT_S: Final = 2.0
+# A backend checks this often, while a query runs, whether its client is still connected,
+# and ends the query when it is gone: the connection of a pipeline that would not stop is
+# closed, and its backend must not run on to the statement timeout (PostgreSQL 14 and newer).
+CLIENT_CHECK_INTERVAL_MS: Final = 1_000
 # libpq's connect_timeout is whole seconds and treats anything below 2 as 2.
 MIN_CONNECT_TIMEOUT_S: Final = 2
 # A pool connection is replaced after an hour and closed after ten idle minutes
@@ -287,6 +305,7 @@ class SessionPins:
                 "SET statement_timeout = {statement}; "
                 "SET lock_timeout = {lock}; "
                 "SET idle_in_transaction_session_timeout = {idle}; "
+                "SET client_connection_check_interval = {check}; "
                 # The session's only prepared statements are its own (`_PREPARED_NAMES`):
                 # planned once, never again per call (the guards take a parameter).
                 "SET plan_cache_mode = force_generic_plan; "
@@ -295,6 +314,7 @@ class SessionPins:
                 statement=sql.Literal(self.statement_timeout_ms),
                 lock=sql.Literal(LOCK_TIMEOUT_MS),
                 idle=sql.Literal(IDLE_IN_TRANSACTION_TIMEOUT_MS),
+                check=sql.Literal(CLIENT_CHECK_INTERVAL_MS),
             )
             + self.read_back()
         )
@@ -1226,7 +1246,7 @@ async def _round_trip(
     received: list[PGresult] = []
     try:
         async with asyncio.timeout(client_timeout), conn.lock:
-            return await conn.wait(_pipeline(conn.pgconn, statements, received))
+            return await _wait_cancelling(conn, _pipeline(conn.pgconn, statements, received))
     except psycopg.Error as exc:
         await _recover_unless_not_run(conn, received, exc, resend_safe=resend_safe)
         raise translate_database_error(exc, statement_timeout_ms) from exc
@@ -1244,6 +1264,43 @@ async def _round_trip(
     except BaseException:
         await _recover(conn)
         raise
+
+
+async def _wait_cancelling(
+    conn: AsyncConnection[Any], pipeline: PQGen[list[PGresult]]
+) -> list[PGresult]:
+    # Runs the pipeline; when the awaiting task is cancelled (the client's cancellation, the
+    # deadline, the client timeout), asks PostgreSQL to cancel it every CANCEL_RESEND_S until
+    # it ends, because a request that arrives while the backend reads a message or plans a
+    # statement is dropped. Each request is awaited, so none is still on its way when the
+    # connection is recovered. Past CANCEL_WAIT_S psycopg's own handling takes over.
+    running = asyncio.ensure_future(conn.wait(pipeline))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        try:
+            deadline = time.monotonic() + CANCEL_WAIT_S
+            while not running.done() and time.monotonic() < deadline:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.cancel_safe(timeout=CANCEL_WAIT_S)
+                await asyncio.wait((running,), timeout=CANCEL_RESEND_S)
+        finally:
+            # The connection is the pipeline's until it has ended, whatever else is cancelled
+            # meanwhile: only then may the caller recover it.
+            running.cancel()
+            await _settled(running)
+        raise
+
+
+async def _settled(running: "asyncio.Future[Any]") -> None:
+    # Waits until `running` has ended, whatever it ended with (the cancellation PostgreSQL
+    # reports, most often, which is not the call's outcome) and however often the waiting
+    # task is cancelled meanwhile: psycopg ends a cancelled wait within a bounded time.
+    while not running.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((running,))
+    if not running.cancelled():
+        running.exception()  # Retrieved, so that asyncio does not log it as never retrieved.
 
 
 def _outcome(
