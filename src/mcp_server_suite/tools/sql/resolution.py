@@ -29,6 +29,8 @@ Rules:
    caller's text (a constant's type, the target of an I/O cast) and the domains coerced to
    are collected apart, since they run more code (`code_catalog.py`).
 5. Refusals are `ResolutionError`s naming the construct; never any other exception.
+6. Work the statement timeout cannot stop: a value read from a table compared with every
+   element of an array the query does not write out is refused (`array_comparison.py`).
 """
 
 from collections.abc import Iterator, Mapping
@@ -36,6 +38,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from mcp_server_suite.tools.sql.array_comparison import (
+    UNBOUNDED_ARRAY_COMPARISON,
+    UNBOUNDED_ARRAY_COMPARISON_ADVICE,
+    is_unbounded,
+)
 from mcp_server_suite.tools.sql.node_text import Datum, Node, TypedList, Value
 
 __all__ = [
@@ -217,11 +224,13 @@ class ResolutionError(ValueError):
 
     Attributes:
         construct: What the caller is told it was.
+        advice: What to write instead, as a sentence, where there is something.
     """
 
-    def __init__(self, construct: str) -> None:
+    def __init__(self, construct: str, advice: str | None = None) -> None:
         super().__init__(construct)
         self.construct = construct
+        self.advice = advice
 
 
 @dataclass(slots=True)
@@ -328,6 +337,8 @@ def _special(
         raise ResolutionError("a bind parameter")
     if node.label == "TABLEFUNC" and values.get("functype") != _JSON_TABLE:
         raise ResolutionError("XMLTABLE")
+    if node.label == "SCALARARRAYOPEXPR" and is_unbounded(node):
+        raise ResolutionError(UNBOUNDED_ARRAY_COMPARISON, UNBOUNDED_ARRAY_COMPARISON_ADVICE)
     return own
 
 

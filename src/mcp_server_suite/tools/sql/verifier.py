@@ -249,8 +249,10 @@ class CodeVerifier:
                 f"The query could not be checked as PostgreSQL resolves it: {exc}."
             ) from None
         except ResolutionError as exc:
+            advice = f" {exc.advice}" if exc.advice else ""
             raise _violation(
-                f"The query resolves to {exc.construct}, which is not allowed in a read-only query."
+                f"The query resolves to {exc.construct}, which is not allowed in a read-only "
+                f"query.{advice}"
             ) from None
         except RefusedObject as refused:
             raise await self._refusal(database, refused, catalog) from None
