@@ -1039,10 +1039,18 @@ def test_serve_in_process_leaves_no_task_thread_descriptor_or_handler_behind() -
     stop_workers()
     fds_before = _fd_table()
     threads_before = threading.active_count()
+    # A closing event loop gives SIGINT Python's own handler back, whatever it was before:
+    # a test process started in the background inherits SIGINT ignored, so the session
+    # starts from Python's default here, as it does in any interpreter started normally.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     handlers_before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     received: list[bytes] = []
 
-    leftover_tasks = asyncio.run(_serve_one_session(requests, received))
+    try:
+        leftover_tasks = asyncio.run(_serve_one_session(requests, received))
+    finally:
+        handlers_after = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+        signal.signal(signal.SIGINT, inherited)
 
     assert leftover_tasks == set()
     for thread in threading.enumerate():
@@ -1050,7 +1058,7 @@ def test_serve_in_process_leaves_no_task_thread_descriptor_or_handler_behind() -
             thread.join(10)
     assert threading.active_count() == threads_before, [t.name for t in threading.enumerate()]
     assert _fd_table() == fds_before
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers_before
+    assert handlers_after == handlers_before
     answered = [json.loads(line).get("id") for line in received]
     assert sorted(answered, key=str) == sorted([1, 2, 4, 5, 6, 8, 9, None], key=str)
 
