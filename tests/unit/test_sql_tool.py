@@ -889,8 +889,7 @@ def test_a_cancellation_stops_the_query_whenever_it_comes(
     slow = ReadOnlySQLParams(query=SLOW_COUNT)
     checked(slow.query)
 
-    async def body(tool: SQLTool) -> list[float]:
-        waits = []
+    async def body(tool: SQLTool) -> None:
         for offset in CANCEL_OFFSETS_S:
             task = asyncio.create_task(tool.run(slow))
             await asyncio.sleep(offset)
@@ -898,16 +897,14 @@ def test_a_cancellation_stops_the_query_whenever_it_comes(
             cancelled = time.monotonic()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            waits.append(time.monotonic() - cancelled)
+            # The call ended by a cancel request PostgreSQL acted on, not by psycopg giving
+            # the pipeline up after its wait and closing the connection.
+            assert time.monotonic() - cancelled < CANCEL_WAIT_S, offset
             # The query stopped: a dropped cancel request would leave it running on to the
             # 60 s statement timeout.
             assert await _until_idle(postgres_server, application) == 0, offset
-        return waits
 
-    waits = run_with_tool(settings, body)
-    # Every call ended by a cancel request PostgreSQL acted on, none by psycopg giving the
-    # pipeline up after its wait and closing the connection.
-    assert max(waits) < CANCEL_WAIT_S, waits
+    run_with_tool(settings, body)
 
 
 @pytest.mark.postgres
