@@ -822,6 +822,17 @@ async def _active_queries(server: PostgresServer, application: str) -> int:
         return int(row[0]) if row else 0
 
 
+def _cancellable_reader(server: PostgresServer) -> tuple[str, Settings]:
+    # One pooled connection and a statement timeout far beyond the test, so that only a
+    # cancellation can end its slow query, under an application name of its own by which
+    # the test finds that query's backend.
+    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
+    settings = reader_settings(
+        server, sql_pool_max_size=1, sql_query_timeout=60.0, sql_application_name=application
+    )
+    return application, settings
+
+
 async def _until_idle(server: PostgresServer, application: str) -> int:
     for _ in range(50):
         if not await _active_queries(server, application):
@@ -833,13 +844,7 @@ async def _until_idle(server: PostgresServer, application: str) -> int:
 @pytest.mark.postgres
 @pytest.mark.parametrize("how", ["task.cancel", "deadline"])
 def test_cancellation_cancels_the_server_query(postgres_server: PostgresServer, how: str) -> None:
-    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
-    settings = reader_settings(
-        postgres_server,
-        sql_pool_max_size=1,
-        sql_query_timeout=60.0,
-        sql_application_name=application,
-    )
+    application, settings = _cancellable_reader(postgres_server)
     slow = ReadOnlySQLParams(query="SELECT count(*) FROM generate_series(1, 100000000000) AS g")
     checked(slow.query)  # The query passes the policy (a broken policy fails here, plainly).
 
@@ -879,13 +884,7 @@ def test_a_cancellation_stops_the_query_whenever_it_comes(
 ) -> None:
     from mcp_server_suite.tools.sql.session import CANCEL_WAIT_S
 
-    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
-    settings = reader_settings(
-        postgres_server,
-        sql_pool_max_size=1,
-        sql_query_timeout=60.0,
-        sql_application_name=application,
-    )
+    application, settings = _cancellable_reader(postgres_server)
     slow = ReadOnlySQLParams(query=SLOW_COUNT)
     checked(slow.query)
 
@@ -915,13 +914,7 @@ def test_a_pipeline_that_outlasts_the_cancel_wait_is_left_to_psycopg(
 
     # No time for the requests of this server: psycopg's own handling cancels the pipeline.
     monkeypatch.setattr(session, "CANCEL_WAIT_S", 0.0)
-    application = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
-    settings = reader_settings(
-        postgres_server,
-        sql_pool_max_size=1,
-        sql_query_timeout=60.0,
-        sql_application_name=application,
-    )
+    application, settings = _cancellable_reader(postgres_server)
     slow = ReadOnlySQLParams(query=SLOW_COUNT)
 
     async def body(tool: SQLTool) -> ReadOnlySQLResult:
